@@ -1,0 +1,1 @@
+"""Triton kernels and their PyTorch twins, shipped as ``selfjudge.kernels``."""

@@ -1,0 +1,1 @@
+"""selfjudge.tasks."""
