@@ -1,1 +1,3 @@
 """Triton kernels and their PyTorch twins, shipped as ``selfjudge.kernels``."""
+from .scorer import token_logprobs  # noqa: E402,F401  (helper "labelling")
+from .scorer_torch import token_logprobs_torch  # noqa: E402,F401  (helper "labelling")

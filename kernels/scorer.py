@@ -1,0 +1,146 @@
+"""Batched scorer: per-row log-probability of a given next token, logits never materialised.
+
+Public entry point :func:`token_logprobs`. It validates its inputs and dispatches to the
+Triton kernel (:mod:`selfjudge.kernels.scorer_triton`, CUDA or the CPU interpreter)
+or to the PyTorch twin (:mod:`selfjudge.kernels.scorer_torch`, the CPU path).
+
+Validation policy (the op sits in the labelling hot path):
+
+* shapes, dtypes and devices are always checked (metadata only, never a host sync);
+* value ranges (``0 <= next_ids < V``, ``-1 <= segment_ids < S``) are checked when the
+  tensors live on the CPU (a cheap min/max, no device sync) or when
+  ``check_values=True`` / ``SELFJUDGE_CHECK_VALUES=1`` is set; on an accelerator
+  they are skipped by default because reading the answer would synchronise the host.
+  Unchecked out-of-range ids are still safe: that row's log-probability is NaN and no
+  memory outside ``lm_head_weight`` is read; rows with an out-of-range segment id are
+  in no segment.
+* ``num_segments=None`` with ``segment_ids`` given derives ``S = max(segment_ids) + 1``,
+  which *does* synchronise on an accelerator; pass ``num_segments`` in hot loops.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .scorer_torch import token_logprobs_torch
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_BACKENDS = ("auto", "torch", "triton")
+
+
+def _is_int(t: torch.Tensor) -> bool:
+    return not t.dtype.is_floating_point and not t.dtype.is_complex and t.dtype != torch.bool
+
+
+def _triton_usable(device: torch.device) -> bool:
+    if device.type == "cuda":
+        return True
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def token_logprobs(
+    hidden: torch.Tensor,  # [R, H] fp32 / bf16 / fp16
+    lm_head_weight: torch.Tensor,  # [V, H] same dtype and device as hidden
+    next_ids: torch.Tensor,  # [R] int, values in [0, V)
+    segment_ids: torch.Tensor | None = None,  # [R] int in [-1, S), -1 = no segment
+    num_segments: int | None = None,
+    *,
+    backend: str = "auto",
+    check_values: bool | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probability of ``next_ids[r]`` under ``softmax(hidden[r] @ lm_head_weight.T)``.
+
+    Parameters
+    ----------
+    hidden : ``[R, H]`` final hidden states (after the model's final norm).
+    lm_head_weight : ``[V, H]`` the LM head (no bias, no soft-cap: Llama-family heads).
+    next_ids : ``[R]`` integer token whose log-probability is wanted for each row.
+    segment_ids : ``[R]`` integer segment of each row, or ``None`` (all rows in segment 0).
+        Rows with id -1 are summed into no segment.
+    num_segments : number of segments ``S`` (default: 1 without ``segment_ids``,
+        ``max(segment_ids) + 1`` with them -- a host sync on GPU).
+    backend : ``"auto"`` (Triton on CUDA, else the PyTorch twin), ``"torch"`` or
+        ``"triton"`` (on CPU only under ``TRITON_INTERPRET=1``).
+    check_values : range-check ids (see module docstring); ``None`` = automatic.
+
+    Returns
+    -------
+    logprobs : ``[R]`` float32.
+    segment_sums : ``[S]`` float32, ``segment_sums[j] = sum of logprobs[r] with
+        segment_ids[r] == j`` (0 for an empty segment).
+
+    Example
+    -------
+    >>> h, W = torch.randn(5, 8), torch.randn(11, 8)
+    >>> lp, sums = token_logprobs(h, W, torch.tensor([0, 3, 10, 2, 2]), torch.tensor([0, 0, 1, -1, 1]), 3)
+    >>> torch.allclose(lp, torch.log_softmax(h @ W.T, -1)[torch.arange(5), [0, 3, 10, 2, 2]], atol=1e-5)
+    True
+    """
+    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2:
+        raise ValueError(f"hidden must be a 2-D tensor [R, H], got {getattr(hidden, 'shape', type(hidden))}")
+    if hidden.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
+    R, H = hidden.shape
+    if H == 0:
+        raise ValueError("hidden must have H >= 1 columns")
+    if not isinstance(lm_head_weight, torch.Tensor) or lm_head_weight.dim() != 2:
+        raise ValueError(
+            f"lm_head_weight must be a 2-D tensor [V, H], got {getattr(lm_head_weight, 'shape', type(lm_head_weight))}"
+        )
+    V = lm_head_weight.shape[0]
+    if lm_head_weight.shape[1] != H:
+        raise ValueError(f"lm_head_weight must have H={H} columns to match hidden, got shape {tuple(lm_head_weight.shape)}")
+    if V == 0:
+        raise ValueError("lm_head_weight must have V >= 1 rows")
+    if lm_head_weight.dtype != hidden.dtype:
+        raise ValueError(f"lm_head_weight dtype {lm_head_weight.dtype} must equal hidden dtype {hidden.dtype}")
+    if lm_head_weight.device != hidden.device:
+        raise ValueError(f"lm_head_weight is on {lm_head_weight.device} but hidden is on {hidden.device}")
+    if not isinstance(next_ids, torch.Tensor) or next_ids.dim() != 1 or next_ids.shape[0] != R:
+        raise ValueError(f"next_ids must be a 1-D tensor [R={R}], got {getattr(next_ids, 'shape', type(next_ids))}")
+    if not _is_int(next_ids):
+        raise ValueError(f"next_ids must be an integer tensor, got {next_ids.dtype}")
+    if next_ids.device != hidden.device:
+        raise ValueError(f"next_ids is on {next_ids.device} but hidden is on {hidden.device}")
+    if segment_ids is not None:
+        if not isinstance(segment_ids, torch.Tensor) or segment_ids.dim() != 1 or segment_ids.shape[0] != R:
+            raise ValueError(
+                f"segment_ids must be None or a 1-D tensor [R={R}], got {getattr(segment_ids, 'shape', type(segment_ids))}"
+            )
+        if not _is_int(segment_ids):
+            raise ValueError(f"segment_ids must be an integer tensor, got {segment_ids.dtype}")
+        if segment_ids.device != hidden.device:
+            raise ValueError(f"segment_ids is on {segment_ids.device} but hidden is on {hidden.device}")
+    if num_segments is not None:
+        if isinstance(num_segments, bool) or not isinstance(num_segments, int) or num_segments < 0:
+            raise ValueError(f"num_segments must be a non-negative int or None, got {num_segments!r}")
+    elif segment_ids is None:
+        num_segments = 1
+    else:
+        num_segments = int(segment_ids.max().item()) + 1 if R > 0 else 0  # host sync, documented
+        num_segments = max(num_segments, 0)
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+
+    if check_values is None:
+        check_values = hidden.device.type == "cpu" or os.environ.get("SELFJUDGE_CHECK_VALUES", "0") == "1"
+    if check_values and R > 0:
+        lo, hi = int(next_ids.min()), int(next_ids.max())
+        if lo < 0 or hi >= V:
+            raise ValueError(f"next_ids must lie in [0, V={V}), got values in [{lo}, {hi}]")
+        if segment_ids is not None:
+            lo, hi = int(segment_ids.min()), int(segment_ids.max())
+            if lo < -1 or hi >= num_segments:
+                raise ValueError(f"segment_ids must lie in [-1, num_segments={num_segments}), got values in [{lo}, {hi}]")
+
+    if backend == "auto":
+        backend = "triton" if hidden.device.type == "cuda" else "torch"
+    if backend == "triton":
+        if not _triton_usable(hidden.device):
+            raise ValueError("backend='triton' needs a CUDA tensor or TRITON_INTERPRET=1 set before importing triton")
+        from .scorer_triton import token_logprobs_triton
+
+        return token_logprobs_triton(hidden, lm_head_weight, next_ids, segment_ids, num_segments)
+    return token_logprobs_torch(hidden, lm_head_weight, next_ids, segment_ids, num_segments)
