@@ -12,7 +12,9 @@ import importlib
 import sys
 
 # module path for each job; each module defines register(subparsers)
-JOB_MODULES: list[str] = []
+JOB_MODULES: list[str] = [
+    "selfjudge.judge.train",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,147 @@
+"""The verifier file: one folded linear judge plus its JSON metadata.
+
+A verifier is an *acceptability* logit ``logit = weight · h + bias`` over the
+target's final-layer hidden state ``h`` after it has read a draft token; the
+engine accepts a mismatching draft token iff ``logit > threshold``. The feature
+standardisation used in training is already folded into ``weight``/``bias`` so
+that the verify kernel needs a single dot product per token.
+
+On disk it is a safetensors file with two tensors, ``weight`` [H] float32 and
+``bias`` [] float32, and the metadata as one JSON string under the safetensors
+header metadata key ``"selfjudge_verifier"`` (plus ``"format"`` for a quick
+check). Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+FORMAT = "selfjudge-verifier/1"
+_META_KEY = "selfjudge_verifier"
+
+
+@dataclass
+class Verifier:
+    """A linear acceptability judge for one target model.
+
+    Attributes:
+        weight: [H] float32, folded (applies to raw, unstandardised hidden states).
+        bias: folded scalar bias.
+        thresholds: named operating points in logit space, e.g. ``"F"``, ``"R"``,
+            ``"q0.50"``; accept iff ``logit > threshold``.
+        metadata: method, target model id, hidden size, feature definition,
+            tau/N (SelfJudge) or task (AutoJudge), metrics, training-set summary.
+    """
+
+    weight: torch.Tensor  # [H] float32
+    bias: float
+    thresholds: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.weight, torch.Tensor) or self.weight.dim() != 1:
+            raise ValueError(f"weight must be a 1-D tensor [H], got {getattr(self.weight, 'shape', type(self.weight))}")
+        self.weight = self.weight.detach().to(torch.float32).contiguous()
+        self.bias = float(self.bias)
+        if not math.isfinite(self.bias) or not bool(torch.isfinite(self.weight).all()):
+            raise ValueError("weight and bias must be finite")
+        self.thresholds = {str(k): float(v) for k, v in self.thresholds.items()}
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.weight.shape[0])
+
+    def threshold(self, name_or_value: str | float | int) -> float:
+        """Operating threshold in logit space, by name (``"F"``, ``"R"``, ``"q0.30"``) or value.
+
+        A number (or a string that parses as one and is not a stored name) is
+        returned as is, so callers may pass either.
+        """
+        if isinstance(name_or_value, bool):
+            raise ValueError(f"threshold name_or_value must be a name or a number, got {name_or_value!r}")
+        if isinstance(name_or_value, (int, float)):
+            return float(name_or_value)
+        if isinstance(name_or_value, str):
+            if name_or_value in self.thresholds:
+                return self.thresholds[name_or_value]
+            try:
+                return float(name_or_value)
+            except ValueError:
+                pass
+        raise ValueError(
+            f"unknown threshold name_or_value {name_or_value!r}; stored names: {sorted(self.thresholds)}"
+        )
+
+    def logits(self, features: torch.Tensor) -> torch.Tensor:
+        """Acceptability logits for hidden states ``features`` [..., H] -> [...] float32."""
+        if features.shape[-1] != self.hidden_size:
+            raise ValueError(f"features last dim {features.shape[-1]} != verifier hidden size {self.hidden_size}")
+        return features.to(torch.float32) @ self.weight + self.bias
+
+    def save(self, path: str | os.PathLike) -> None:
+        save_verifier(self, path)
+
+
+def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
+    """Write ``verifier`` to ``path`` (safetensors + JSON header metadata)."""
+    from safetensors.torch import save_file
+
+    meta = dict(verifier.metadata)
+    meta["thresholds"] = verifier.thresholds
+    meta["hidden_size"] = verifier.hidden_size
+    tensors = {
+        "weight": verifier.weight.contiguous(),
+        "bias": torch.tensor(verifier.bias, dtype=torch.float32),
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    save_file(tensors, str(path), metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
+
+
+def load_verifier(
+    path: str | os.PathLike,
+    expect_model: str | None = None,
+    expect_hidden_size: int | None = None,
+) -> Verifier:
+    """Load a verifier file, refusing one made for another model or hidden size.
+
+    Args:
+        path: the ``.safetensors`` file written by :func:`save_verifier`.
+        expect_model: if given, must equal the file's ``metadata["target"]``.
+        expect_hidden_size: if given, must equal the weight length.
+
+    Raises:
+        ValueError: not a verifier file, or a model / hidden-size mismatch.
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        header = f.metadata() or {}
+        if header.get("format") != FORMAT or _META_KEY not in header:
+            raise ValueError(f"path {path!s} is not a selfjudge verifier file (format {header.get('format')!r})")
+        keys = set(f.keys())
+        if keys != {"weight", "bias"}:
+            raise ValueError(f"path {path!s}: expected tensors weight and bias, found {sorted(keys)}")
+        weight = f.get_tensor("weight")
+        bias = f.get_tensor("bias")
+    meta = json.loads(header[_META_KEY])
+    thresholds = meta.pop("thresholds", {})
+    hidden = int(weight.shape[0]) if weight.dim() == 1 else -1
+    if weight.dim() != 1 or bias.numel() != 1:
+        raise ValueError(f"path {path!s}: weight must be [H] and bias a scalar, got {tuple(weight.shape)}, {tuple(bias.shape)}")
+    if meta.get("hidden_size") not in (None, hidden):
+        raise ValueError(f"path {path!s}: metadata hidden_size {meta.get('hidden_size')} != weight length {hidden}")
+    if expect_hidden_size is not None and int(expect_hidden_size) != hidden:
+        raise ValueError(
+            f"verifier {path!s} was trained for hidden size {hidden}, but expect_hidden_size={expect_hidden_size}"
+        )
+    if expect_model is not None and meta.get("target") != expect_model:
+        raise ValueError(
+            f"verifier {path!s} was trained for target model {meta.get('target')!r}, but expect_model={expect_model!r}"
+        )
+    return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta)
