@@ -1,0 +1,416 @@
+"""Public verify op: one call per speculative-decoding cycle.
+
+:func:`verify` takes the padded layout the project's engine uses;
+:func:`verify_flat` takes vLLM v1's flattened layout. Both validate their
+inputs (``ValueError`` naming the argument), draw the noise from a seed or a
+generator, compute the judge inputs and dispatch to the fused Triton kernel
+(:mod:`selfjudge.kernels.verify_triton`) or its PyTorch twin
+(:mod:`selfjudge.kernels.verify_torch`). The two backends receive the same
+noise tensors and therefore emit the same tokens.
+
+Semantics: see ``csrc_docs/verify.md`` and the twin's module docstring.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from .verify_torch import native_verify
+
+__all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise"]
+
+_BACKENDS = ("auto", "torch", "triton")
+_TINY = torch.finfo(torch.float32).tiny
+_MASK63 = (1 << 63) - 1
+
+
+@dataclass
+class VerifyOutput:
+    """Result of one verify call.
+
+    Attributes:
+        output_token_ids: ``[B, K+1]`` int64: the kept draft tokens then one
+            recovered or bonus token, padded with -1.
+        num_accepted: ``[B]`` int64: draft tokens kept (emitted = this + 1).
+        align_accepted: ``[B, K]`` bool: the lossless rule accepted position i
+            (only positions the walk evaluated: i < n_b and up to the first
+            rejection).
+        judge_accepted: ``[B, K]`` bool: the relaxed rule accepted position i
+            (judge logit > threshold or ``relaxed_accept``), same positions.
+        judge_logits: ``[B, K]`` fp32 ``h . w + bias`` (NaN for i >= n_b), or
+            None when no judge was given.
+    """
+
+    output_token_ids: torch.Tensor
+    num_accepted: torch.Tensor
+    align_accepted: torch.Tensor
+    judge_accepted: torch.Tensor
+    judge_logits: torch.Tensor | None
+
+
+def _noise_generator(device, seed, offset, generator):
+    if generator is not None:
+        return generator
+    if seed is None:
+        return None  # torch's default generator for that device
+    g = torch.Generator(device=device)
+    # (seed, offset) -> one 63-bit seed, so each cycle's noise is replayable
+    g.manual_seed((int(seed) * 0x9E3779B97F4A7C15 + int(offset) * 0xBF58476D1CE4E5B9 + 1) & _MASK63)
+    return g
+
+
+def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator=None):
+    """Noise for one call: ``uniforms [B, K]`` fp64 in (0, 1] and ``exponentials [B, V]`` fp32 > 0.
+
+    Uniforms are float64 because float32 ``rand`` can return exactly 0 (vLLM
+    does the same). One row of exponentials per request serves both the
+    recovered and the bonus token (a request emits exactly one of them).
+    """
+    g = _noise_generator(device, seed, offset, generator)
+    u = torch.rand(B, K, dtype=torch.float64, device=device, generator=g)
+    u = 1.0 - u  # [0, 1) -> (0, 1]
+    e = torch.empty(B, V, dtype=torch.float32, device=device).exponential_(generator=g)
+    e.clamp_(min=_TINY)
+    return u, e
+
+
+def _check_tensor(name, t, ndim, *, floating=None, integer=None, boolean=None):
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if floating and not t.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
+    if integer and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
+        raise ValueError(f"{name} must be an integer tensor, got {t.dtype}")
+    if boolean and t.dtype != torch.bool:
+        raise ValueError(f"{name} must be a bool tensor, got {t.dtype}")
+
+
+def _check_device(name, t, device):
+    if t.device != device:
+        raise ValueError(f"{name} is on {t.device} but target_logits is on {device}")
+
+
+def _prepare(
+    draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
+    hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend,
+    tok_shape,
+):
+    """Shared validation of the optional inputs; returns the per-row tensors."""
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    device = target_logits.device
+    B = tok_shape[0]
+    # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
+    if isinstance(temperature, torch.Tensor):
+        if temperature.dim() == 0:
+            temperature = float(temperature)  # a 0-d tensor is a scalar setting
+        else:
+            if temperature.shape != (B,):
+                raise ValueError(f"temperature must be a float or a [B]={B} tensor, got shape {tuple(temperature.shape)}")
+            if not temperature.is_floating_point():
+                raise ValueError(f"temperature must be floating point, got {temperature.dtype}")
+            _check_device("temperature", temperature, device)
+            t = temperature.float()
+            greedy = t <= 0  # rows with T <= 0 are greedy
+            inv_t = torch.where(greedy, 1.0, 1.0 / torch.where(greedy, 1.0, t))
+            all_greedy = any_greedy = None  # decided by the tensor: mixed path
+    if not isinstance(temperature, torch.Tensor):
+        temperature = float(temperature)
+        if not temperature >= 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        all_greedy = any_greedy = temperature == 0.0
+        greedy = torch.full((B,), all_greedy, dtype=torch.bool, device=device)
+        inv_t = torch.full((B,), 1.0 if all_greedy else 1.0 / temperature, dtype=torch.float32, device=device)
+    else:
+        all_greedy, any_greedy = False, True
+
+    # judge
+    if (hidden_states is None) != (judge_weight is None):
+        missing = "judge_weight" if judge_weight is None else "hidden_states"
+        raise ValueError(f"hidden_states and judge_weight go together: {missing} is missing")
+    bias = None
+    if judge_weight is not None:
+        _check_tensor("hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
+        _check_tensor("judge_weight", judge_weight, 1, floating=True)
+        if tuple(hidden_states.shape[:-1]) != tuple(tok_shape):
+            raise ValueError(
+                f"hidden_states must be {list(tok_shape) + ['H']}, got shape {tuple(hidden_states.shape)}")
+        if hidden_states.shape[-1] != judge_weight.shape[0]:
+            raise ValueError(
+                f"judge_weight has size {judge_weight.shape[0]} but hidden_states has hidden size "
+                f"{hidden_states.shape[-1]}")
+        _check_device("hidden_states", hidden_states, device)
+        _check_device("judge_weight", judge_weight, device)
+        if isinstance(judge_bias, torch.Tensor):
+            if judge_bias.dim() == 0:
+                bias = judge_bias.float().to(device).expand(B)
+            elif judge_bias.shape == (B,):
+                bias = judge_bias.float().to(device)
+            else:
+                raise ValueError(f"judge_bias must be a float, 0-d or [B]={B} tensor, got shape {tuple(judge_bias.shape)}")
+        else:
+            bias = torch.full((B,), float(judge_bias), dtype=torch.float32, device=device)
+    try:
+        judge_threshold = float(judge_threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"judge_threshold must be a float, got {judge_threshold!r}") from None
+    if relaxed_accept is not None:
+        _check_tensor("relaxed_accept", relaxed_accept, len(tok_shape), boolean=True)
+        if tuple(relaxed_accept.shape) != tuple(tok_shape):
+            raise ValueError(f"relaxed_accept must have shape {tuple(tok_shape)}, got {tuple(relaxed_accept.shape)}")
+        _check_device("relaxed_accept", relaxed_accept, device)
+    return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold
+
+
+def _use_triton(backend: str, device) -> bool:
+    if backend == "torch":
+        return False
+    if backend == "triton":
+        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter)")
+        return True
+    return device.type == "cuda"  # auto: the kernel where it runs natively
+
+
+def verify(
+    draft_token_ids: torch.Tensor,  # [B, K] int
+    num_draft_tokens: torch.Tensor | None,  # [B] int (None = K for every row)
+    target_logits: torch.Tensor,  # [B, K+1, V] float
+    draft_probs: torch.Tensor | None = None,  # [B, K, V] float
+    *,
+    temperature: float | torch.Tensor = 0.0,  # float or [B]
+    seed: int | None = None,
+    offset: int = 0,
+    generator: torch.Generator | None = None,
+    hidden_states: torch.Tensor | None = None,  # [B, K, H]
+    judge_weight: torch.Tensor | None = None,  # [H]
+    judge_bias: float | torch.Tensor = 0.0,  # float, 0-d or [B]
+    judge_threshold: float = 0.0,
+    relaxed_accept: torch.Tensor | None = None,  # [B, K] bool
+    backend: str = "auto",
+    _noise: tuple | None = None,
+) -> VerifyOutput:
+    """Verify K draft tokens per request against the target's logits.
+
+    Position i of request b is kept iff the lossless alignment rule accepts it
+    (greedy: ``d == argmax p``; sampling: ``u <= p(d)/q(d)``) OR the judge does
+    (``h_i . w + bias > judge_threshold``, or ``relaxed_accept[b, i]``). The
+    first position neither accepts is replaced by the recovered token (greedy:
+    ``argmax p``; sampling: a draw from ``norm(max(p - q, 0))``, or from ``p``
+    where that is all zero); if all ``num_draft_tokens[b]`` are kept a bonus
+    token is drawn from position ``num_draft_tokens[b]``. With no judge and no
+    ``relaxed_accept`` this is exactly standard speculative decoding.
+
+    Args:
+        draft_token_ids: ``[B, K]`` int draft tokens (entries past
+            ``num_draft_tokens[b]`` are ignored; ids are clamped to [0, V)).
+        num_draft_tokens: ``[B]`` int drafts per row in [0, K] (None = all K).
+        target_logits: ``[B, K+1, V]`` target logits: one per draft position
+            plus the bonus position (any float dtype; math in fp32).
+        draft_probs: ``[B, K, V]`` draft probabilities, or None (the draft gave
+            no distribution: probability 1 for its token, as n-gram drafts).
+        temperature: 0 = greedy; float or per-row ``[B]`` tensor (T <= 0 rows
+            are greedy). Applied to ``target_logits`` only.
+        seed, offset: replayable noise; ``(seed, offset)`` seeds a fresh
+            generator. ``generator`` instead uses the caller's generator.
+            Neither: torch's default generator.
+        hidden_states: ``[B, K, H]`` target final hidden states after reading
+            each draft token; ``judge_weight`` ``[H]``; ``judge_bias`` float or
+            ``[B]``; ``judge_threshold`` in logit space.
+        relaxed_accept: ``[B, K]`` bool: extra relaxations decided outside the
+            op (e.g. top-k policies), OR-ed into the judge rule.
+        backend: "triton", "torch" or "auto" (triton on CUDA tensors, else torch).
+
+    Returns:
+        :class:`VerifyOutput`.
+
+    Example:
+        >>> out = verify(torch.tensor([[3, 1]]), None, torch.randn(1, 3, 10))
+        >>> out.output_token_ids.shape
+        torch.Size([1, 3])
+    """
+    _check_tensor("draft_token_ids", draft_token_ids, 2, integer=True)
+    _check_tensor("target_logits", target_logits, 3, floating=True)
+    B, K = draft_token_ids.shape
+    if target_logits.shape[0] != B:
+        raise ValueError(f"target_logits has batch {target_logits.shape[0]} but draft_token_ids has {B}")
+    if target_logits.shape[1] != K + 1:
+        raise ValueError(
+            f"target_logits must have K+1={K + 1} positions (K draft tokens plus the bonus position), "
+            f"got {target_logits.shape[1]}")
+    V = target_logits.shape[2]
+    if V < 1:
+        raise ValueError("target_logits must have a vocabulary of at least 1")
+    device = target_logits.device
+    _check_device("draft_token_ids", draft_token_ids, device)
+    if num_draft_tokens is None:
+        num_draft_tokens = torch.full((B,), K, dtype=torch.int64, device=device)
+    else:
+        _check_tensor("num_draft_tokens", num_draft_tokens, 1, integer=True)
+        if num_draft_tokens.shape[0] != B:
+            raise ValueError(f"num_draft_tokens must have shape [{B}], got {tuple(num_draft_tokens.shape)}")
+        _check_device("num_draft_tokens", num_draft_tokens, device)
+    if draft_probs is not None:
+        _check_tensor("draft_probs", draft_probs, 3, floating=True)
+        if tuple(draft_probs.shape) != (B, K, V):
+            raise ValueError(f"draft_probs must have shape {(B, K, V)}, got {tuple(draft_probs.shape)}")
+        _check_device("draft_probs", draft_probs, device)
+    inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
+        draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (B, K))
+
+    if all_greedy:
+        u = e = None
+    elif _noise is not None:
+        u, e = _noise
+    else:
+        u, e = draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
+
+    draft = draft_token_ids.long()
+    ndraft = num_draft_tokens.long()
+    if _use_triton(backend, device):
+        from .verify_triton import verify_triton_padded
+
+        out = verify_triton_padded(
+            draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e,
+            hidden_states, judge_weight, bias, thr, relaxed_accept, all_greedy=all_greedy)
+        return VerifyOutput(*out)
+
+    jl = None
+    if judge_weight is not None:
+        jl = hidden_states.float() @ judge_weight.float() + bias[:, None]  # [B, K]
+    out = native_verify(
+        draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e, jl, thr, relaxed_accept,
+        all_greedy=all_greedy, any_greedy=any_greedy)
+    return VerifyOutput(*out)
+
+
+def flat_to_padded_index(cu_num_draft_tokens: torch.Tensor, max_spec_len: int):
+    """Index tables for vLLM's flattened layout.
+
+    Request b owns draft rows ``[cu[b-1], cu[b])`` and logits rows
+    ``[cu[b-1] + b, cu[b] + b]`` (its n_b draft positions then its bonus
+    position). Returns ``(num_draft [B], tok_idx [B, K_max] into the draft
+    rows (clamped), logit_idx [B, K_max+1] into the logits rows (clamped),
+    tok_valid [B, K_max] bool)``.
+    """
+    cu = cu_num_draft_tokens.long()
+    B = cu.shape[0]
+    start = torch.cat([cu.new_zeros(1), cu[:-1]])  # [B]
+    n = cu - start  # [B]
+    ar = torch.arange(max_spec_len + 1, device=cu.device)
+    tok_idx = start[:, None] + ar[None, :max_spec_len]  # [B, K_max]
+    tok_valid = ar[None, :max_spec_len] < n[:, None]
+    logit_idx = start[:, None] + torch.arange(B, device=cu.device)[:, None] + torch.minimum(ar[None, :], n[:, None])
+    return n, tok_idx, logit_idx, tok_valid
+
+
+def verify_flat(
+    draft_token_ids: torch.Tensor,  # [T] int, all requests' drafts concatenated
+    cu_num_draft_tokens: torch.Tensor,  # [B] int, inclusive cumulative counts
+    target_logits: torch.Tensor,  # [T+B, V] float
+    draft_probs: torch.Tensor | None = None,  # [T, V] float
+    *,
+    max_spec_len: int | None = None,
+    temperature: float | torch.Tensor = 0.0,  # float or [B]
+    seed: int | None = None,
+    offset: int = 0,
+    generator: torch.Generator | None = None,
+    hidden_states: torch.Tensor | None = None,  # [T, H]
+    judge_weight: torch.Tensor | None = None,  # [H]
+    judge_bias: float | torch.Tensor = 0.0,
+    judge_threshold: float = 0.0,
+    relaxed_accept: torch.Tensor | None = None,  # [T] bool
+    backend: str = "auto",
+    _noise: tuple | None = None,
+) -> VerifyOutput:
+    """:func:`verify` in vLLM v1's flattened layout.
+
+    ``cu_num_draft_tokens`` are inclusive cumulative draft counts (vLLM's
+    ``SpecDecodeMetadata.cu_num_draft_tokens``): request b owns draft rows
+    ``cu[b-1]..cu[b]-1`` and logits rows ``cu[b-1]+b .. cu[b]+b`` (its n_b
+    draft positions followed by its bonus position, as vLLM's
+    ``target_logits_indices`` / ``bonus_logits_indices`` select from the model
+    output). ``max_spec_len`` (vLLM's ``max_spec_len``, a host int) sets the
+    padded width; if None it is read from ``cu_num_draft_tokens`` with one host
+    synchronisation. The output is ``[B, max_spec_len+1]`` padded with -1
+    (int64; vLLM uses int32: ``.int()`` it), and the per-position masks are
+    ``[B, max_spec_len]``. Given the same noise it equals :func:`verify` on the
+    padded copy of the same data.
+    """
+    _check_tensor("draft_token_ids", draft_token_ids, 1, integer=True)
+    _check_tensor("cu_num_draft_tokens", cu_num_draft_tokens, 1, integer=True)
+    _check_tensor("target_logits", target_logits, 2, floating=True)
+    T = draft_token_ids.shape[0]
+    B = cu_num_draft_tokens.shape[0]
+    if B < 1:
+        raise ValueError("cu_num_draft_tokens must have at least one request")
+    if target_logits.shape[0] != T + B:
+        raise ValueError(
+            f"target_logits must have T+B={T + B} rows (draft positions plus one bonus position per request), "
+            f"got {target_logits.shape[0]}")
+    V = target_logits.shape[1]
+    device = target_logits.device
+    _check_device("draft_token_ids", draft_token_ids, device)
+    _check_device("cu_num_draft_tokens", cu_num_draft_tokens, device)
+    if draft_probs is not None:
+        _check_tensor("draft_probs", draft_probs, 2, floating=True)
+        if tuple(draft_probs.shape) != (T, V):
+            raise ValueError(f"draft_probs must have shape {(T, V)}, got {tuple(draft_probs.shape)}")
+        _check_device("draft_probs", draft_probs, device)
+    if max_spec_len is None:
+        cu = cu_num_draft_tokens.long()
+        max_spec_len = int((cu - torch.cat([cu.new_zeros(1), cu[:-1]])).max())  # host sync
+    max_spec_len = int(max_spec_len)
+    if max_spec_len < 0:
+        raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
+    K = max_spec_len
+    inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
+        draft_token_ids, None, target_logits, draft_probs, temperature,
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (T,))
+
+    if all_greedy:
+        u = e = None
+    elif _noise is not None:
+        u, e = _noise
+    else:
+        u, e = draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
+
+    n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
+    n = n.clamp(0, K)
+    if _use_triton(backend, device):
+        from .verify_triton import verify_triton
+
+        start = torch.cat([n.new_zeros(1), cu_num_draft_tokens.long()[:-1]])
+        out = verify_triton(
+            draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
+            draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr,
+            relaxed_accept, K_max=K, all_greedy=all_greedy)
+        return VerifyOutput(*out)
+
+    # torch: gather into the padded layout (one copy of the logits) and run the twin
+    tok_c = tok_idx.clamp(0, max(T - 1, 0))
+    if T > 0:
+        draft = torch.where(tok_valid, draft_token_ids.long()[tok_c], 0)
+    else:
+        draft = torch.zeros(B, K, dtype=torch.int64, device=device)
+    logits = target_logits[logit_idx.clamp(0, T + B - 1)]  # [B, K+1, V]
+    q = None
+    if draft_probs is not None:
+        q = draft_probs[tok_c] if T > 0 else draft_probs.new_zeros(B, K, V)  # [B, K, V]
+    jl = None
+    if judge_weight is not None:
+        jl_flat = hidden_states.float() @ judge_weight.float()  # [T]
+        jl = (jl_flat[tok_c] if T > 0 else jl_flat.new_zeros(B, K)) + bias[:, None]
+    relaxed = None
+    if relaxed_accept is not None:
+        relaxed = (relaxed_accept[tok_c] & tok_valid) if T > 0 else tok_valid.clone()
+    out = native_verify(
+        draft, n, logits, q, inv_t, greedy, u, e, jl, thr, relaxed,
+        all_greedy=all_greedy, any_greedy=any_greedy)
+    return VerifyOutput(*out)
