@@ -1,0 +1,51 @@
+"""Naive swap scoring: re-encode each swapped sequence on its own (the reference and baseline).
+
+For each mismatch j it runs one plain causal forward of the full model over
+``x + y_<i + z_j + y_{i+1} .. y_{i+N_j-1}`` (the swapped sequence cut right after the
+last token the window needs -- the cheapest correct re-encoding), takes
+``log_softmax`` of the model's own logits, and one forward of ``x + y`` for the
+original terms. It shares no code with the one-pass path (no block mask, no scorer op),
+so agreement between the two is a real test of both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .swap_scoring import SwapScores
+
+
+@torch.no_grad()
+def naive_score_swaps(
+    model,
+    prompt_ids: torch.Tensor,  # [Lx] int
+    response_ids: torch.Tensor,  # [Ly] int
+    positions: torch.Tensor,  # [M] int
+    draft_ids: torch.Tensor,  # [M] int
+    window: int = 20,
+) -> SwapScores:
+    device = next(model.parameters()).device
+    x = prompt_ids.to(device=device, dtype=torch.long)
+    y = response_ids.to(device=device, dtype=torch.long)
+    Lx, Ly = x.shape[0], y.shape[0]
+    M = positions.shape[0]
+    H = model.config.hidden_size
+    scores = torch.zeros(M, dtype=torch.float32)
+    prefix_terms = torch.zeros(M, dtype=torch.float32)
+    features = torch.zeros(M, H, dtype=torch.float32)
+    if M:
+        seq = torch.cat([x, y])[None]
+        logp = torch.log_softmax(model(input_ids=seq).logits[0].double(), dim=-1)  # [Lx+Ly, V]
+        orig = logp[Lx - 1 : Lx + Ly - 1].gather(1, y[:, None])[:, 0]  # [Ly] log T(y_t | y_<t)
+    for j in range(M):
+        i, zj = int(positions[j]), int(draft_ids[j])
+        n = min(window, Ly - 1 - i)
+        swapped = torch.cat([x, y[:i], torch.tensor([zj], device=device), y[i + 1 : i + n]])[None]
+        out = model(input_ids=swapped, output_hidden_states=True)
+        lp = torch.log_softmax(out.logits[0].double(), dim=-1)  # [len, V]
+        s_swap = lp[Lx + i - 1, zj] + sum(lp[Lx + i + k, int(y[i + 1 + k])] for k in range(n))
+        s_orig = orig[i : i + n + 1].sum()
+        scores[j] = float(s_swap - s_orig)
+        prefix_terms[j] = float(lp[Lx + i - 1, zj] - orig[i])
+        features[j] = out.hidden_states[-1][0, Lx + i].float().cpu()
+    return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features)
