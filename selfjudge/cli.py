@@ -14,6 +14,7 @@ import sys
 # module path for each job; each module defines register(subparsers)
 JOB_MODULES: list[str] = [
     "selfjudge.judge.train",
+    "selfjudge.judge.autojudge",
 ]
 
 

@@ -1,0 +1,160 @@
+"""AutoJudge mining on tiny random Llama models, against a plain no-cache re-implementation."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from selfjudge.judge.autojudge import greedy_generate, mine_prompt, mine_task, _new_cache
+from selfjudge.judge.shards import read_labels_fallback
+
+EOS = 3
+
+
+def tiny(seed, layers):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      initializer_range=0.3, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny(0, 2), tiny(1, 1)
+
+
+def parity_same(a, b):
+    """Stub task: the 'final answer' of a response is the parity of the sum of its token ids."""
+    return sum(a) % 2 == sum(b) % 2
+
+
+@torch.no_grad()
+def naive_greedy(model, ctx, max_tokens, eos):
+    new = []
+    if max_tokens <= 0 or ctx[-1] in eos:
+        return new
+    while True:
+        nxt = int(model(input_ids=torch.tensor([ctx + new])).logits[0, -1].argmax())
+        new.append(nxt)
+        if len(new) >= max_tokens or nxt in eos:
+            return new
+
+
+@torch.no_grad()
+def naive_mine(target, draft, x, same, max_new, eos):
+    """SPEC §3 written the slow, obvious way: full re-encoding for every step."""
+    y = naive_greedy(target, x, max_new, eos)
+    ref = list(y)
+    out = []
+    cursor = 0
+    while True:
+        z = draft(input_ids=torch.tensor([x + y[:-1]])).logits[0, len(x) - 1:].argmax(-1).tolist()
+        i = next((j for j in range(cursor, len(y)) if z[j] != y[j]), None)
+        if i is None:
+            return out, y, ref
+        ctx = x + y[:i] + [z[i]]
+        h = target(input_ids=torch.tensor([ctx]), output_hidden_states=True).hidden_states[-1][0, -1]
+        cand = y[:i] + [z[i]] + naive_greedy(target, ctx, max_new - i - 1, eos)
+        ok = same(cand, ref)
+        out.append((i, y[i], z[i], int(ok), h))
+        if ok:
+            y = cand
+        cursor = i + 1
+
+
+@pytest.mark.parametrize("prompt", [[5, 9, 17, 2], [7, 30, 11]])
+def test_mine_prompt_matches_naive_walk(pair, prompt):
+    target, draft = pair
+    r = mine_prompt(target, draft, prompt, parity_same, 20, {EOS})
+    ref_labels, final, ref = naive_mine(target, draft, prompt, parity_same, 20, {EOS})
+    assert r.reference_ids == ref and r.final_ids == final
+    assert [(p, t, d, l) for p, t, d, l, _ in ref_labels] == list(
+        zip(r.positions, r.target_token_ids, r.draft_token_ids, r.labels))
+    for (_, _, _, _, h), f in zip(ref_labels, r.features):
+        torch.testing.assert_close(f, h, atol=1e-4, rtol=1e-4)
+    # the walk moves strictly right; labels before the first accepted swap sit on the original prefix
+    assert r.positions == sorted(set(r.positions))
+    first_ok = next((k for k, l in enumerate(r.labels) if l), len(r.labels))
+    assert r.original_prefix == [k <= first_ok for k in range(len(r.labels))]
+    # one regeneration per label: the swapped token plus all regenerated tokens but the last
+    assert r.target_forward_tokens == sum(max(1, n) for n in r.regen_tokens)
+    assert r.reference_forward_tokens == len(prompt) + len(r.reference_ids) - 1
+
+
+def test_both_branches_exercised(pair):
+    target, draft = pair
+    labels = []
+    for prompt in ([5, 9, 17, 2], [7, 30, 11], [12, 4, 4, 8, 21]):
+        labels += mine_prompt(target, draft, prompt, parity_same, 20, {EOS}).labels
+    assert 0 in labels and 1 in labels, labels
+    # an always-different judge keeps y: every label 0 and final == reference
+    r = mine_prompt(target, draft, [5, 9, 17, 2], lambda a, b: False, 20, {EOS})
+    assert r.labels and set(r.labels) == {0} and r.final_ids == r.reference_ids
+    # always-same: y changes at every mismatch and the draft agrees with it thereafter at swapped spots
+    r = mine_prompt(target, draft, [5, 9, 17, 2], lambda a, b: True, 20, {EOS}, max_labels=3)
+    assert len(r.labels) == 3 and set(r.labels) == {1}
+    assert [r.final_ids[p] for p in r.positions] == r.draft_token_ids
+
+
+def test_greedy_generate_stops_at_eos_and_cap(pair):
+    target, _ = pair
+    free, _, _, _ = greedy_generate(target, torch.tensor([[5, 9]]), _new_cache(target), 8, set())
+    assert len(free) == 8
+    stop = free[3]
+    k = free.index(stop)
+    new, _, cache, fed = greedy_generate(target, torch.tensor([[5, 9]]), _new_cache(target), 8, {stop})
+    assert new == free[: k + 1] and fed == 2 + k and cache.get_seq_length() == 2 + k
+    new, h, _, fed = greedy_generate(target, torch.tensor([[5, stop]]), _new_cache(target), 8, {stop}, want_hidden=True)
+    assert new == [] and fed == 2 and h.shape == (32,)
+
+
+class FakeTok:
+    eos_token_id = EOS
+
+    def encode(self, text, add_special_tokens=False):
+        return [int(t) for t in text.split()]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return " ".join(str(i) for i in ids)
+
+
+class StubTask:
+    name = "stub"
+
+    def build_prompt(self, tok, ex):
+        return ex.messages[0]["content"]
+
+    def extract_answer(self, text):
+        return sum(int(t) for t in text.split()) % 2
+
+    def same_answer(self, a, b, ex):
+        return self.extract_answer(a) == self.extract_answer(b)
+
+
+def test_mine_task_writes_shards_and_resumes(pair, tmp_path):
+    target, draft = pair
+    exs = [SimpleNamespace(prompt_id=f"p{k}", messages=[{"role": "user", "content": c}])
+           for k, c in enumerate(["5 9 17 2", "7 30 11", "12 4 4 8 21"])]
+    out = tmp_path / "aj"
+    s = mine_task(target, draft, FakeTok(), StubTask(), exs[:2], str(out), max_new_tokens=20, progress=False,
+                  target_id="toy/t", draft_id="toy/d")
+    assert s["n_prompts"] == 2 and s["n_labels"] > 0
+    s2 = mine_task(target, draft, FakeTok(), StubTask(), exs, str(out), max_new_tokens=20, progress=False,
+                   target_id="toy/t", draft_id="toy/d")
+    assert s2["n_prompts"] == 3
+    feats, rows, man = read_labels_fallback(str(out))
+    assert man["method"] == "autojudge" and man["hidden_size"] == 32 and man["target"] == "toy/t"
+    assert feats.shape == (len(rows), 32) and len(rows) == s2["n_labels"]
+    assert [r["prompt_id"] for r in rows].count("p0") == s["n_labels"] - [r["prompt_id"] for r in rows].count("p1")
+    direct = mine_prompt(target, draft, [12, 4, 4, 8, 21], parity_same, 20, {EOS})
+    mine_rows = [r for r in rows if r["prompt_id"] == "p2"]
+    assert [r["label"] for r in mine_rows] == direct.labels
+    recs = [json.loads(l) for l in open(out / "prompts.jsonl")]
+    assert sorted(r["prompt_id"] for r in recs) == ["p0", "p1", "p2"]
+    assert s2["target_forward_tokens"] == sum(r["target_forward_tokens"] for r in recs) > 0
+    with pytest.raises(ValueError, match="target"):
+        mine_task(target, draft, FakeTok(), StubTask(), exs, str(out), max_new_tokens=20, progress=False,
+                  target_id="other", draft_id="toy/d")
