@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import random
+import zlib
 import shlex
 import sys
 import time
@@ -167,6 +169,8 @@ def mine_prompt(
     eos_ids: set[int],
     *,
     max_labels: int | None = None,
+    label_fraction: float = 1.0,
+    seed: int = 0,
 ) -> MinedPrompt:
     """Run AutoJudge's semi-greedy walk over one prompt (see module doc).
 
@@ -176,7 +180,13 @@ def mine_prompt(
             the candidate have the same final answer as T's own greedy response?
         max_new_tokens: cap on the response length (for y and every regeneration).
         max_labels: stop after this many labels (None: walk to the end).
+        label_fraction: label each mismatch the walk reaches with this probability
+            (seeded by ``seed``) and step over the others without swapping, so a CPU
+            budget buys labels spread over the whole response instead of only its start.
     """
+    if not 0.0 < label_fraction <= 1.0:
+        raise ValueError(f"label_fraction must be in (0, 1], got {label_fraction}")
+    rng = random.Random(seed)
     if not prompt_ids:
         raise ValueError("prompt_ids must not be empty")
     if max_new_tokens < 1:
@@ -201,6 +211,9 @@ def mine_prompt(
         i = next((j for j in range(cursor, len(y)) if z[j] != y[j]), None)
         if i is None:
             break
+        if label_fraction < 1.0 and rng.random() >= label_fraction:
+            cursor = i + 1
+            continue
         c = copy.deepcopy(cache_y)
         crop_cache(c, p + i)
         new, h, c, fed = greedy_generate(
@@ -240,6 +253,7 @@ def mine_task(
     *,
     max_new_tokens: int = 256,
     max_labels_per_prompt: int | None = None,
+    label_fraction: float = 1.0,
     prompts_per_shard: int = 2,
     resume: bool = True,
     target_id: str | None = None,
@@ -264,6 +278,7 @@ def mine_task(
         "hidden_size": hidden,
         "max_new_tokens": max_new_tokens,
         "max_labels_per_prompt": max_labels_per_prompt,
+        "label_fraction": label_fraction,
         "label": "1 = acceptable (AutoJudge 'unimportant': same final answer after the swap); score = label",
         "feature": "target final-layer hidden state after reading z_i with prefix y_<i (first regeneration step)",
         "command": command,
@@ -282,7 +297,10 @@ def mine_task(
         def same(cand: list[int], ref: list[int], ex=ex) -> bool:
             return bool(task.same_answer(dec(cand), dec(ref), ex))
 
-        r = mine_prompt(target, draft, prompt_ids, same, max_new_tokens, eos, max_labels=max_labels_per_prompt)
+        r = mine_prompt(
+            target, draft, prompt_ids, same, max_new_tokens, eos, max_labels=max_labels_per_prompt,
+            label_fraction=label_fraction, seed=zlib.crc32(ex.prompt_id.encode()),
+        )
         rows = []
         for k in range(len(r.labels)):
             rows.append(
@@ -334,8 +352,9 @@ def _run(args: argparse.Namespace) -> int:
         task,
         examples,
         args.out,
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=args.max_new_tokens or task.max_new_tokens,
         max_labels_per_prompt=args.max_labels_per_prompt,
+        label_fraction=args.label_fraction,
         resume=not args.no_resume,
         target_id=args.target_id,
         draft_id=args.draft_id,
@@ -354,8 +373,10 @@ def register(subparsers) -> None:
     p.add_argument("--split", default="train")
     p.add_argument("--limit", type=int, default=None, help="number of prompts")
     p.add_argument("--out", required=True, help="label dir")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--max-new-tokens", type=int, default=None, help="response cap (default: the task's)")
     p.add_argument("--max-labels-per-prompt", type=int, default=None)
+    p.add_argument("--label-fraction", type=float, default=1.0,
+                   help="label each reached mismatch with this probability (others are stepped over unswapped)")
     p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: config name)")
     p.add_argument("--draft-id", default=None)
     p.add_argument("--threads", type=int, default=None)

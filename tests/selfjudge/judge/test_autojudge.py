@@ -158,3 +158,15 @@ def test_mine_task_writes_shards_and_resumes(pair, tmp_path):
     with pytest.raises(ValueError, match="target"):
         mine_task(target, draft, FakeTok(), StubTask(), exs, str(out), max_new_tokens=20, progress=False,
                   target_id="other", draft_id="toy/d")
+
+
+def test_label_fraction_steps_over_mismatches(pair):
+    target, draft = pair
+    full = mine_prompt(target, draft, [5, 9, 17, 2], lambda a, b: False, 20, {EOS})
+    part = mine_prompt(target, draft, [5, 9, 17, 2], lambda a, b: False, 20, {EOS}, label_fraction=0.5, seed=7)
+    # with y never changing, the mismatch set is fixed: the subsample is a strict, ordered subset
+    assert set(part.positions) < set(full.positions) and part.positions
+    again = mine_prompt(target, draft, [5, 9, 17, 2], lambda a, b: False, 20, {EOS}, label_fraction=0.5, seed=7)
+    assert again.positions == part.positions
+    with pytest.raises(ValueError, match="label_fraction"):
+        mine_prompt(target, draft, [5, 9], lambda a, b: False, 20, {EOS}, label_fraction=0.0)
