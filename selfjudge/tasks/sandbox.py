@@ -10,7 +10,9 @@ What is enforced (``SandboxResult.enforced`` lists what applied to a given run):
   not ``preexec_fn``, unsafe in threaded parents —, soft = hard so the code cannot raise them): CPU seconds, address space (memory), number of processes
   (``RLIMIT_NPROC``, against fork bombs), file size, open files, no core dumps.
 - **wall-clock timeout**: the child runs in its own session / process group, which is
-  SIGKILLed on timeout and again after every run (stray children are reaped too).
+  SIGKILLed on timeout and again after every run; then every process whose command line
+  or environment still names the sandbox's temp dir is SIGKILLed too (children that
+  called ``setsid``).
 - **namespaces** (``"namespace"`` mode, used automatically when running as root and
   ``unshare``/``setpriv`` work): ``unshare --net --pid --fork --kill-child`` — a new
   network namespace with no interfaces up (no network at all, not even loopback to the
@@ -22,8 +24,8 @@ What is enforced (``SandboxResult.enforced`` lists what applied to a given run):
   uid 65534 in the launcher; as another user ``RLIMIT_NPROC`` is set to that user's
   current process count + ``max_procs``. Network is then blocked only in-process (socket
   constructors replaced by a guard prepended to the program, and proxies pointed at a
-  closed port): best effort, bypassable by hostile code; a child calling ``setsid`` can
-  outlive the process-group kill.
+  closed port): best effort, bypassable by hostile code; a child that calls ``setsid`` AND
+  execs with a new argv/environment can outlive the clean-up.
 
 The socket guard is prepended in both modes as defence in depth. Not enforced: total
 memory across processes (per-process ``RLIMIT_AS`` × ``max_procs`` bounds it), reading
@@ -196,6 +198,37 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _kill_marked(marker: str, rounds: int = 20) -> int:
+    """SIGKILL every process whose command line or environment mentions ``marker`` (the
+    sandbox's temp dir), repeating until none is left; returns how many were killed.
+    Catches children that left the process group with ``setsid`` (best effort: a process
+    that exec'd with a new argv and environment is not recognised)."""
+    needle, me, killed = marker.encode(), os.getpid(), 0
+    for _ in range(rounds):
+        found = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
+                continue
+            for part in ("cmdline", "environ"):
+                try:
+                    with open(f"/proc/{pid}/{part}", "rb") as f:
+                        hit = needle in f.read()
+                except OSError:
+                    hit = False
+                if hit:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                        found += 1
+                    except OSError:
+                        pass
+                    break
+        killed += found
+        if not found:
+            break
+        time.sleep(0.02)
+    return killed
+
+
 def run_python(
     code: str,
     *,
@@ -271,6 +304,7 @@ def run_python(
             finally:
                 _kill_group(proc.pid)
                 proc.wait()
+                _kill_marked(workdir)
         wall = time.monotonic() - start
         rc = proc.returncode
         if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
