@@ -15,6 +15,7 @@ import sys
 JOB_MODULES: list[str] = [
     "selfjudge.judge.train",
     "selfjudge.judge.autojudge",
+    "selfjudge.labelling.pipeline",
 ]
 
 

@@ -1,0 +1,296 @@
+"""The ``selfjudge label`` job: SelfJudge training labels from the target itself (SPEC section 2).
+
+Per batch of training prompts:
+  1. the target's greedy responses y (batched ``generate``, left padding; the response
+     is cut after its first EOS, which it keeps);
+  2. the draft teacher-forced over x + y; z_i = argmax of its prediction for position i;
+     mismatches M = {i : z_i != y_i};
+  3. one-pass swap scores s_i and features (target final hidden state after reading
+     z_i) from :func:`selfjudge.labelling.swap_scoring.score_swaps` -- no second pass;
+  4. labels ``score > tau`` and one shard per batch (see :mod:`selfjudge.labelling.shards`).
+
+The run is resumable: prompts whose batch is committed in ``progress.jsonl`` are
+skipped. With ``tau_quantile`` the labels are written as null first and set once all
+scores exist (tau = that quantile of all scores of the run); ``read_labels(dir, tau=)``
+can re-derive labels from the stored scores for any other tau.
+N=0 (``window=0``) is the prefix-only ablation through the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+
+from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
+from .swap_scoring import score_swaps
+from .tau import label_balance, tau_from_quantile
+
+DEFAULT_PAIR = "smollm2-135m"
+FEATURE_DOC = (
+    "target final-layer hidden state after the final norm (base model last_hidden_state == "
+    "output_hidden_states[-1]) at the swapped token z_i, from the one-pass scoring forward"
+)
+_COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size")
+
+
+def _eos_ids(model, tokenizer) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+
+
+@torch.no_grad()
+def generate_responses(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """Greedy responses of ``model`` for token-id prompts, batched with left padding."""
+    if not prompts:
+        return []
+    eos = _eos_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
+    width = max(len(p) for p in prompts)
+    device = next(model.parameters()).device
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for b, p in enumerate(prompts):
+        ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+        attn[b, width - len(p) :] = 1
+    out = model.generate(
+        input_ids=ids.to(device),
+        attention_mask=attn.to(device),
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        pad_token_id=pad,
+        eos_token_id=eos or None,
+    )
+    responses = []
+    for row in out[:, width:].tolist():
+        cut = next((k + 1 for k, t in enumerate(row) if t in eos), len(row))
+        responses.append(row[:cut])
+    return responses
+
+
+@torch.no_grad()
+def draft_top1(draft, prompt_ids: torch.Tensor, response_ids: torch.Tensor) -> torch.Tensor:  # [Lx], [Ly] -> [Ly]
+    """Teacher-forced draft argmax for every response position."""
+    device = next(draft.parameters()).device
+    seq = torch.cat([prompt_ids, response_ids]).to(device)[None]
+    logits = draft(input_ids=seq).logits[0]  # [Lx+Ly, V]
+    Lx, Ly = prompt_ids.shape[0], response_ids.shape[0]
+    return logits[Lx - 1 : Lx + Ly - 1].argmax(dim=-1).cpu()
+
+
+def _decode(tokenizer, tid: int) -> str:
+    return tokenizer.decode([tid])
+
+
+def _summarise(out_dir: Path, writer: ShardWriter, wall: float) -> dict:
+    records = read_progress(out_dir)
+    rows = read_rows(out_dir)
+    stat = lambda k: sum(r["stats"].get(k, 0) for r in records)  # noqa: E731
+    scores = torch.tensor([r["score"] for r in rows], dtype=torch.float64)
+    labels = torch.tensor([r["label"] for r in rows if r["label"] is not None], dtype=torch.long)
+    t_score = stat("score_seconds")
+    man = writer.manifest
+    summary = {
+        "prompts": sum(len(r["prompt_ids"]) for r in records),
+        "response_tokens": stat("response_tokens"),
+        "mismatches": len(rows),
+        "mismatch_rate": (len(rows) / stat("response_tokens")) if stat("response_tokens") else None,
+        "window": man["window"],
+        "tau": man.get("tau"),
+        "tau_quantile": man.get("tau_quantile"),
+        **label_balance(labels),
+        "score_mean": float(scores.mean()) if len(rows) else None,
+        "score_quantiles": {str(q): float(torch.quantile(scores, q)) for q in (0.1, 0.25, 0.5, 0.75, 0.9)}
+        if len(rows)
+        else None,
+        "seconds": {
+            "generate": stat("generate_seconds"),
+            "draft": stat("draft_seconds"),
+            "score": t_score,
+            "this_invocation_wall": wall,
+        },
+        "labels_per_second_scoring": (len(rows) / t_score) if t_score else None,
+        "labels_per_second_end_to_end": (len(rows) / (stat("generate_seconds") + stat("draft_seconds") + t_score))
+        if len(rows)
+        else None,
+    }
+    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary
+
+
+def label(
+    target: str = DEFAULT_PAIR,
+    draft: str | None = None,
+    task="gsm8k",
+    *,
+    out: str | Path,
+    window: int = 20,
+    tau: float | None = None,
+    tau_quantile: float | None = None,
+    limit: int | None = None,
+    split: str = "train",
+    batch_size: int = 8,
+    max_new_tokens: int | None = None,
+    max_tokens_per_forward: int = 2048,
+    backend: str = "auto",
+    pair=None,
+    progress: bool = True,
+) -> dict:
+    """Label ``limit`` prompts of ``task``'s ``split``; returns the summary dict.
+
+    ``target``/``draft``: "smollm2-135m" (the default pair) or local model folders,
+    loaded with :func:`selfjudge.models.load_pair`; ``pair`` = an already loaded
+    ``(target, draft, tokenizer)`` triple instead (ids still name it in the manifest).
+    ``task``: a name for :func:`selfjudge.tasks.load_task` or a Task-like object with
+    ``name``, ``examples(split, limit)`` and ``build_prompt(tokenizer, example)``.
+    Exactly one of ``tau`` / ``tau_quantile`` must be given.
+    """
+    from tqdm.auto import tqdm
+
+    if (tau is None) == (tau_quantile is None):
+        raise ValueError("give exactly one of tau and tau_quantile")
+    if tau_quantile is not None and not 0.0 <= tau_quantile <= 1.0:
+        raise ValueError(f"tau_quantile must lie in [0, 1], got {tau_quantile}")
+    if not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be an int >= 0, got {window!r}")
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    t_start = time.perf_counter()
+    if isinstance(task, str):
+        from selfjudge.tasks import load_task
+
+        task = load_task(task)
+    if pair is None:
+        from selfjudge.models import load_pair
+
+        pair = load_pair(target, draft)
+    tgt, drf, tok = pair[0], pair[1], pair[2]
+    tgt.eval()
+    drf.eval()
+    if max_new_tokens is None:
+        max_new_tokens = int(getattr(task, "max_new_tokens", 256))
+    draft_id = draft if draft is not None else (f"{target}:draft" if target == DEFAULT_PAIR else None)
+    manifest = {
+        "method": "selfjudge",
+        "target": target,
+        "draft": draft_id,
+        "task": task.name,
+        "split": split,
+        "window": window,
+        "tau": tau,
+        "tau_quantile": tau_quantile,
+        "tau_mode": "value" if tau is not None else "quantile",
+        "label_rule": "label = 1 (acceptable) iff score > tau",
+        "hidden_size": int(tgt.config.hidden_size),
+        "feature": FEATURE_DOC,
+        "max_new_tokens": max_new_tokens,
+        "format_version": 1,
+    }
+    compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
+    writer = ShardWriter(out, manifest, compare_keys=compare)
+    examples = task.examples(split, limit=limit)
+    done = writer.done_prompt_ids
+    todo = [ex for ex in examples if ex.prompt_id not in done]
+    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
+    for b0 in range(0, len(todo), batch_size):
+        batch = todo[b0 : b0 + batch_size]
+        prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
+        t0 = time.perf_counter()
+        responses = generate_responses(tgt, tok, prompts, max_new_tokens)
+        t1 = time.perf_counter()
+        rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
+        for ex, p, r in zip(batch, prompts, responses):
+            if not r:
+                continue
+            x = torch.tensor(p, dtype=torch.long)
+            y = torch.tensor(r, dtype=torch.long)
+            n_tok += len(r)
+            ta = time.perf_counter()
+            z = draft_top1(drf, x, y)
+            mism = torch.nonzero(z != y).flatten()
+            tb = time.perf_counter()
+            res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
+            tc = time.perf_counter()
+            t_draft += tb - ta
+            t_score += tc - tb
+            for j, i in enumerate(mism.tolist()):
+                s = float(res.scores[j])
+                rows.append(
+                    {
+                        "prompt_id": ex.prompt_id,
+                        "position": i,
+                        "target_token_id": int(y[i]),
+                        "draft_token_id": int(z[i]),
+                        "target_token": _decode(tok, int(y[i])),
+                        "draft_token": _decode(tok, int(z[i])),
+                        "score": s,
+                        "prefix_score": float(res.prefix_terms[j]),
+                        "label": int(s > tau) if tau is not None else None,
+                        "response_len": len(r),
+                    }
+                )
+            feats.append(res.features.cpu())
+        H = int(tgt.config.hidden_size)
+        features = torch.cat(feats) if feats else torch.zeros(0, H)
+        stats = {
+            "generate_seconds": t1 - t0,
+            "draft_seconds": t_draft,
+            "score_seconds": t_score,
+            "response_tokens": n_tok,
+        }
+        writer.write([ex.prompt_id for ex in batch], rows, features, stats)
+        bar.update(len(batch))
+    bar.close()
+    if tau_quantile is not None:
+        scores = torch.tensor([r["score"] for r in read_rows(out)], dtype=torch.float64)
+        tau_q = tau_from_quantile(scores, tau_quantile)
+        if not math.isnan(tau_q):
+            relabel(out, tau_q)
+        writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
+    return _summarise(Path(out), writer, time.perf_counter() - t_start)
+
+
+def _run(args) -> int:
+    summary = label(
+        args.target,
+        args.draft,
+        args.task,
+        out=args.out,
+        window=args.window,
+        tau=args.tau,
+        tau_quantile=args.tau_quantile,
+        limit=args.limit,
+        split=args.split,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_tokens_per_forward=args.max_tokens_per_forward,
+        backend=args.backend,
+    )
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("label", help="SelfJudge labels: one-pass swap scores of the target's own responses")
+    p.add_argument("--target", default=DEFAULT_PAIR, help='"smollm2-135m" (default pair) or a local model folder')
+    p.add_argument("--draft", default=None, help="local draft folder (default: the pair's draft)")
+    p.add_argument("--task", default="gsm8k")
+    p.add_argument("--split", default="train")
+    p.add_argument("--window", type=int, default=20, help="suffix window N (0 = prefix-only ablation)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--tau", type=float, help="label = score > tau")
+    g.add_argument("--tau-quantile", type=float, help="tau = this quantile of all scores of the run")
+    p.add_argument("--out", required=True, help="output directory (resumed if it exists)")
+    p.add_argument("--limit", type=int, default=None, help="number of prompts")
+    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call and per shard")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
+    p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
+    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
+    p.set_defaults(func=_run)

@@ -1,0 +1,189 @@
+"""Label shards on disk: writer (atomic, resumable) and reader (:func:`read_labels`).
+
+Directory layout (team interface 4)::
+
+    manifest.json              run description: method, target, draft, task, window, tau, hidden_size, ...
+    shard-00000.safetensors    tensor "features" [n, H] float32
+    shard-00000.jsonl          n rows, same order: prompt_id, position, target_token_id,
+                               draft_token_id, target_token, draft_token, score, label, ...
+    progress.jsonl             commit log: one line per written batch of prompts
+    summary.json               written at the end of a run
+
+Atomicity: a batch's two shard files are written under temporary names and renamed;
+only then is its line appended (flushed and fsynced) to ``progress.jsonl``. A batch
+counts as done iff its progress line exists. On resume, shard files without a progress
+line (an interruption between rename and commit) are deleted and their prompts redone,
+and a torn last progress line is dropped -- so rows are never duplicated or lost.
+Readers go through ``progress.jsonl`` too, so they never see an uncommitted shard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .tau import apply_tau
+
+MANIFEST = "manifest.json"
+PROGRESS = "progress.jsonl"
+SUMMARY = "summary.json"
+_SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|jsonl)(\.tmp)?$")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_progress(out_dir: str | Path) -> list[dict]:
+    """Committed progress records, in order (a torn last line is ignored)."""
+    path = Path(out_dir) / PROGRESS
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # torn write at the end: that batch never committed
+    return records
+
+
+class ShardWriter:
+    """Appends shards to ``out_dir``; resumes a compatible earlier run in place."""
+
+    def __init__(self, out_dir: str | Path, manifest: dict, compare_keys: tuple[str, ...] = ()):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        mpath = self.dir / MANIFEST
+        if mpath.exists():
+            old = json.loads(mpath.read_text(encoding="utf-8"))
+            for key in compare_keys:
+                if old.get(key) != manifest.get(key):
+                    raise ValueError(
+                        f"out: {self.dir} holds a run with {key}={old.get(key)!r}, not {manifest.get(key)!r}; "
+                        "use another --out or delete it"
+                    )
+            self.manifest = {**old, **{k: v for k, v in manifest.items() if k not in old}}
+        else:
+            self.manifest = dict(manifest)
+        _atomic_write_text(mpath, json.dumps(self.manifest, indent=2))
+        self.records = read_progress(self.dir)
+        self._repair()
+
+    def _repair(self) -> None:
+        # rewrite the log without a torn tail, and drop shard files nobody committed
+        text = "".join(json.dumps(r) + "\n" for r in self.records)
+        ppath = self.dir / PROGRESS
+        if not ppath.exists() or ppath.read_text(encoding="utf-8") != text:
+            _atomic_write_text(ppath, text)
+        committed = {r["shard"] for r in self.records if r.get("shard")}
+        self.next_index = 0
+        for r in self.records:
+            if r.get("shard"):
+                self.next_index = max(self.next_index, int(r["shard"].split("-")[1]) + 1)
+        for p in self.dir.iterdir():
+            m = _SHARD_RE.match(p.name)
+            if m and (m.group(3) or f"shard-{m.group(1)}" not in committed):
+                p.unlink()
+
+    @property
+    def done_prompt_ids(self) -> set[str]:
+        return {pid for r in self.records for pid in r["prompt_ids"]}
+
+    def write(self, prompt_ids: list[str], rows: list[dict], features: torch.Tensor, stats: dict | None = None) -> str | None:
+        """Commit one batch: its rows/features (possibly none) and the prompts it covers."""
+        # features: [len(rows), H] float32
+        if features.dim() != 2 or features.shape[0] != len(rows):
+            raise ValueError(f"features must be [len(rows)={len(rows)}, H], got {tuple(features.shape)}")
+        name = None
+        if rows:
+            name = f"shard-{self.next_index:05d}"
+            st_tmp = self.dir / f"{name}.safetensors.tmp"
+            save_file({"features": features.detach().to("cpu", torch.float32).contiguous()}, str(st_tmp))
+            jl_tmp = self.dir / f"{name}.jsonl.tmp"
+            with open(jl_tmp, "w", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(st_tmp, self.dir / f"{name}.safetensors")
+            os.replace(jl_tmp, self.dir / f"{name}.jsonl")
+            self.next_index += 1
+        record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {}}
+        with open(self.dir / PROGRESS, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.records.append(record)
+        return name
+
+    def update_manifest(self, **fields) -> None:
+        self.manifest.update(fields)
+        _atomic_write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
+
+
+def _shard_names(out_dir: Path) -> list[str]:
+    return [r["shard"] for r in read_progress(out_dir) if r.get("shard")]
+
+
+def read_rows(out_dir: str | Path) -> list[dict]:
+    """All committed rows (no features), in write order."""
+    out_dir = Path(out_dir)
+    rows = []
+    for name in _shard_names(out_dir):
+        with open(out_dir / f"{name}.jsonl", encoding="utf-8") as f:
+            rows.extend(json.loads(line) for line in f if line.strip())
+    return rows
+
+
+def relabel(out_dir: str | Path, tau: float) -> None:
+    """Rewrite every committed shard's labels as ``score > tau`` (atomically per shard)."""
+    out_dir = Path(out_dir)
+    for name in _shard_names(out_dir):
+        path = out_dir / f"{name}.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for row in rows:
+            row["label"] = int(row["score"] > tau)
+        _atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def read_labels(out_dir: str | Path, tau: float | None = None) -> tuple[torch.Tensor, list[dict], dict]:
+    """Load a label directory: ``(features [N, H] float32, rows, manifest)``.
+
+    Only shards committed in ``progress.jsonl`` are read, in write order; row k of
+    ``rows`` describes ``features[k]``. With ``tau`` given, every row's label is
+    re-derived from its stored score as ``int(score > tau)`` (and ``manifest["tau"]``
+    in the returned dict is set to it); otherwise stored labels are returned as written.
+    """
+    out_dir = Path(out_dir)
+    mpath = out_dir / MANIFEST
+    if not mpath.exists():
+        raise ValueError(f"out_dir: {out_dir} has no {MANIFEST}")
+    manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    feats, rows = [], []
+    for name in _shard_names(out_dir):
+        f = load_file(str(out_dir / f"{name}.safetensors"))["features"]
+        with open(out_dir / f"{name}.jsonl", encoding="utf-8") as fh:
+            shard_rows = [json.loads(line) for line in fh if line.strip()]
+        if f.shape[0] != len(shard_rows):
+            raise ValueError(f"out_dir: {name} has {f.shape[0]} feature rows but {len(shard_rows)} jsonl rows")
+        feats.append(f)
+        rows.extend(shard_rows)
+    H = int(manifest.get("hidden_size") or (feats[0].shape[1] if feats else 0))
+    features = torch.cat(feats) if feats else torch.zeros(0, H, dtype=torch.float32)
+    if tau is not None:
+        labels = apply_tau(torch.tensor([r["score"] for r in rows], dtype=torch.float64), tau).tolist()
+        for row, lab in zip(rows, labels):
+            row["label"] = lab
+        manifest = {**manifest, "tau": float(tau)}
+    return features, rows, manifest
