@@ -98,13 +98,16 @@ def _check_device(name, t, device):
 def _prepare(
     draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
     hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend,
-    tok_shape,
+    tok_shape, B,
 ):
-    """Shared validation of the optional inputs; returns the per-row tensors."""
+    """Shared validation of the optional inputs; returns the per-row tensors.
+
+    ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat);
+    ``B`` the number of requests.
+    """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     device = target_logits.device
-    B = tok_shape[0]
     # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() == 0:
@@ -262,7 +265,7 @@ def verify(
         _check_device("draft_probs", draft_probs, device)
     inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
         draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (B, K))
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (B, K), B)
 
     if all_greedy:
         u = e = None
@@ -372,7 +375,7 @@ def verify_flat(
     K = max_spec_len
     inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
         draft_token_ids, None, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (T,))
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (T,), B)
 
     if all_greedy:
         u = e = None

@@ -42,6 +42,19 @@ def _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t):
     return x, idx, mask
 
 
+@triton.jit
+def _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H: tl.constexpr):
+    """h[tok] . w + bias[b] with fp32 accumulation over BLOCK_H tiles."""
+    offs_h = tl.arange(0, BLOCK_H)
+    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for h0 in range(0, H, BLOCK_H):
+        hm = (h0 + offs_h) < H
+        hv = tl.load(h_ptr + tok * stride_hr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
+        wv = tl.load(w_ptr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
+        acc += hv * wv
+    return tl.sum(acc, axis=0) + tl.load(bias_ptr + b)
+
+
 @triton.jit(do_not_specialize=["threshold", "K_max", "stride_lr", "stride_qr", "stride_hr"])
 def _verify_kernel(
     out_ptr,  # [B, K_max+1] int64, pre-filled with -1
@@ -91,6 +104,13 @@ def _verify_kernel(
     rej_lse = tl.full((), float("-inf"), dtype=tl.float32)
     rej_amax = tl.zeros((), dtype=tl.int64)
 
+    if HAS_JUDGE:
+        # judge logits of every draft position (for the engine's statistics);
+        # the walk below recomputes the few it needs (B*K*H reads: negligible)
+        for i in range(0, n):
+            jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok0 + i, stride_hr, H, BLOCK_H)
+            tl.store(jlogit_ptr + b * K_max + i, jl)
+
     for i in range(0, n):
         if stopped == 0:
             tok = tok0 + i
@@ -101,15 +121,7 @@ def _verify_kernel(
             # judge: one dot product over H, fp32 accumulation
             jacc = tl.zeros((), dtype=tl.int32) != 0
             if HAS_JUDGE:
-                offs_h = tl.arange(0, BLOCK_H)
-                acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
-                for h0 in range(0, H, BLOCK_H):
-                    hm = (h0 + offs_h) < H
-                    hv = tl.load(h_ptr + tok * stride_hr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
-                    wv = tl.load(w_ptr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
-                    acc += hv * wv
-                jl = tl.sum(acc, axis=0) + tl.load(bias_ptr + b)
-                tl.store(jlogit_ptr + b * K_max + i, jl)
+                jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H)
                 jacc = jl > threshold
             if HAS_RELAXED:
                 jacc = jacc | (tl.load(relaxed_ptr + tok) != 0)
@@ -355,3 +367,38 @@ def verify_triton_padded(
         relaxed_accept.reshape(B * K) if relaxed_accept is not None else None,
         K_max=K, all_greedy=all_greedy, **launch,
     )
+
+
+def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16", **constexprs):
+    """Compile the kernel ahead of time for ``sm_<arch>`` without a GPU (Triton's bundled ptxas).
+
+    Catches code the interpreter accepts but the compiler rejects. Must run in
+    a process without ``TRITON_INTERPRET=1``. Returns the compiled kernel
+    (``.asm`` holds ttir/ttgir/llir/ptx/cubin).
+    """
+    import inspect
+
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    ptr = {"out_ptr": "*i64", "num_acc_ptr": "*i64", "align_ptr": "*i8", "jacc_ptr": "*i8", "jlogit_ptr": "*fp32",
+           "draft_ptr": "*i64", "tok_start_ptr": "*i64", "num_draft_ptr": "*i64", "logits_ptr": f"*{logits_dtype}",
+           "logit_start_ptr": "*i64", "q_ptr": "*fp32", "inv_t_ptr": "*fp32", "greedy_ptr": "*i8",
+           "u_ptr": "*fp64", "e_ptr": "*fp32", "h_ptr": f"*{logits_dtype}", "w_ptr": "*fp32", "bias_ptr": "*fp32",
+           "relaxed_ptr": "*i8"}
+    sig = {}
+    for name in inspect.signature(_verify_kernel.fn).parameters:
+        if name in ptr:
+            sig[name] = ptr[name]
+        elif name == "threshold":
+            sig[name] = "fp32"
+        elif name.startswith("stride"):
+            sig[name] = "i64"
+        elif name in ("K_max", "V", "H"):
+            sig[name] = "i32"
+        else:
+            sig[name] = "constexpr"
+    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, BLOCK_V=4096, BLOCK_H=1024)
+    const.update(constexprs)
+    return triton.compile(ASTSource(_verify_kernel, sig, const), target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": num_warps})
