@@ -1,1 +1,33 @@
-"""selfjudge.engine."""
+"""selfjudge.engine: batched speculative decoding over Hugging Face causal LMs.
+
+``SpeculativeEngine(target, draft, tokenizer, num_draft_tokens=K, policy=...)``
+with policies ``autoregressive``, ``standard``, ``topk`` and ``judge``; see
+:mod:`selfjudge.engine.engine` for the cycle and :mod:`selfjudge.engine.cache`
+for the batched KV-cache handling (design note: ``csrc_docs/engine.md``).
+"""
+
+from selfjudge.engine.engine import GenerationResult, SpeculativeEngine
+from selfjudge.engine.policies import (
+    POLICY_NAMES,
+    AutoregressivePolicy,
+    JudgePolicy,
+    Policy,
+    StandardPolicy,
+    TopKPolicy,
+    make_policy,
+)
+from selfjudge.engine.stats import GenerationStats, aggregate_stats
+
+__all__ = [
+    "SpeculativeEngine",
+    "GenerationResult",
+    "GenerationStats",
+    "aggregate_stats",
+    "Policy",
+    "AutoregressivePolicy",
+    "StandardPolicy",
+    "TopKPolicy",
+    "JudgePolicy",
+    "make_policy",
+    "POLICY_NAMES",
+]

@@ -1,0 +1,165 @@
+"""Acceptance policies: what the verify op is told besides the lossless rule.
+
+Every policy is one small class behind :class:`Policy`. The engine calls
+:meth:`Policy.verify_kwargs` once per cycle with the target's logits, the draft
+tokens and (when :attr:`Policy.needs_hidden`) the target's final hidden states,
+and passes the returned keyword arguments to :func:`selfjudge.verify`. A policy
+never changes the alignment rule, only what is OR-ed onto it, so with nothing
+OR-ed on the output is exactly standard speculative decoding.
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = [
+    "Policy",
+    "AutoregressivePolicy",
+    "StandardPolicy",
+    "TopKPolicy",
+    "JudgePolicy",
+    "make_policy",
+    "POLICY_NAMES",
+]
+
+
+class Policy:
+    """Base class. ``uses_draft`` False = target-only decoding (no verify call)."""
+
+    name: str = "policy"
+    uses_draft: bool = True
+    needs_hidden: bool = False
+
+    def verify_kwargs(
+        self,
+        target_logits: torch.Tensor,  # [B, K+1, V]
+        draft_token_ids: torch.Tensor,  # [B, K] int64
+        hidden_states: torch.Tensor | None,  # [B, K, H] or None
+    ) -> dict:
+        """Extra keyword arguments for :func:`selfjudge.verify` this cycle."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AutoregressivePolicy(Policy):
+    """Target-only decoding, one target forward per token: the speed baseline."""
+
+    name = "autoregressive"
+    uses_draft = False
+
+
+class StandardPolicy(Policy):
+    """Lossless speculative decoding (greedy: argmax match; sampling: p/q test)."""
+
+    name = "standard"
+
+
+class TopKPolicy(Policy):
+    """Also accept a draft token that is among the target's top-k at its position.
+
+    Args:
+        k: how many of the target's highest logits count as acceptable (k >= 1;
+            k = 1 equals greedy standard decoding).
+    """
+
+    name = "topk"
+
+    def __init__(self, k: int = 2):
+        if int(k) < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.k = int(k)
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+        K = draft_token_ids.shape[1]
+        k = min(self.k, target_logits.shape[-1])
+        top = torch.topk(target_logits[:, :K], k, dim=-1).indices  # [B, K, k]
+        relaxed = (top == draft_token_ids[:, :, None]).any(-1)  # [B, K]
+        return {"relaxed_accept": relaxed}
+
+    def __repr__(self) -> str:
+        return f"TopKPolicy(k={self.k})"
+
+
+class JudgePolicy(Policy):
+    """Standard rule OR a linear judge on the target's final hidden state.
+
+    Accepts position i when ``w . h_i + b > threshold`` (acceptability logit),
+    where h_i is the target's final-norm hidden state after reading draft token
+    d_i. This is SelfJudge's and (negated importance) AutoJudge's verifier.
+
+    Args:
+        verifier: a :class:`selfjudge.judge.Verifier` or a ``(weight [H], bias)`` pair.
+        threshold: a threshold name of the verifier file ("F", "R", ...) or a
+            logit value; None = the verifier's "F" threshold if it has one, else 0.
+    """
+
+    name = "judge"
+    needs_hidden = True
+
+    def __init__(self, verifier, threshold: str | float | None = None):
+        if isinstance(verifier, (tuple, list)):
+            if len(verifier) != 2:
+                raise ValueError("verifier must be a Verifier or a (weight, bias) pair")
+            weight, bias = verifier
+            thresholds: dict = {}
+            lookup = None
+        elif hasattr(verifier, "weight") and hasattr(verifier, "bias"):
+            weight, bias = verifier.weight, verifier.bias
+            thresholds = dict(getattr(verifier, "thresholds", {}) or {})
+            lookup = getattr(verifier, "threshold", None)
+        else:
+            raise ValueError(f"verifier must be a Verifier or a (weight, bias) pair, got {type(verifier).__name__}")
+        weight = torch.as_tensor(weight, dtype=torch.float32)
+        if weight.ndim != 1:
+            raise ValueError(f"verifier weight must be 1-D [H], got shape {tuple(weight.shape)}")
+        self.weight = weight  # [H]
+        self.bias = float(bias)
+        if threshold is None:
+            threshold = "F" if "F" in thresholds else 0.0
+        if isinstance(threshold, str):
+            if lookup is None:
+                raise ValueError(f"threshold {threshold!r} is a name but the verifier has no named thresholds")
+            self.threshold = float(lookup(threshold))
+        else:
+            self.threshold = float(threshold)
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+        if hidden_states is None:
+            raise ValueError("JudgePolicy needs hidden_states")
+        if self.weight.shape[0] != hidden_states.shape[-1]:
+            raise ValueError(
+                f"verifier hidden size {self.weight.shape[0]} != target hidden size {hidden_states.shape[-1]}"
+            )
+        if self.weight.device != hidden_states.device:
+            self.weight = self.weight.to(hidden_states.device)
+        return {
+            "hidden_states": hidden_states,
+            "judge_weight": self.weight,
+            "judge_bias": self.bias,
+            "judge_threshold": self.threshold,
+        }
+
+    def __repr__(self) -> str:
+        return f"JudgePolicy(H={self.weight.shape[0]}, threshold={self.threshold:g})"
+
+
+POLICY_NAMES = ("autoregressive", "standard", "topk", "judge")
+
+
+def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2) -> Policy:
+    """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
+    if isinstance(policy, Policy):
+        return policy
+    if policy == "autoregressive":
+        return AutoregressivePolicy()
+    if policy == "standard":
+        return StandardPolicy()
+    if policy == "topk":
+        return TopKPolicy(top_k)
+    if policy == "judge":
+        if verifier is None:
+            raise ValueError("policy='judge' needs verifier= (a Verifier or a (weight, bias) pair)")
+        return JudgePolicy(verifier, threshold)
+    raise ValueError(f"policy must be one of {POLICY_NAMES} or a Policy, got {policy!r}")

@@ -1,0 +1,97 @@
+"""Per-request and aggregated statistics of the speculative-decoding engine."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+__all__ = ["GenerationStats", "aggregate_stats"]
+
+_TIME_FIELDS = ("time_prefill", "time_draft", "time_target", "time_verify", "time_other")
+
+
+@dataclass
+class GenerationStats:
+    """Counters of one request (or, summed, of many).
+
+    Mean accepted length follows the SelfJudge paper's ``m``: tokens emitted per
+    verification cycle **including** the recovered or bonus token the target
+    emits every cycle, i.e. ``(accepted draft tokens + cycles) / cycles``. Standard
+    speculative decoding therefore has ``m >= 1`` and target-only decoding ``m = 1``.
+    Accepted drafts are counted as the verify op returned them, before any
+    truncation at EOS / stop strings / the length limit (so ``m`` measures the
+    policy, ``new_tokens / cycles`` the realised output).
+
+    Times are wall seconds the request spent in each phase; in a batch every phase
+    is shared by the rows active in it, so per-request times of one batch must
+    not be summed to get the batch's wall time (use the engine's
+    ``last_batch_stats`` for that).
+
+    Attributes:
+        new_tokens: tokens returned (the new tokens only).
+        cycles: verification cycles (target forwards after the prompt prefill).
+        draft_tokens: draft tokens proposed to the verify op.
+        accepted_tokens: draft tokens the verify op kept.
+        align_accepted: kept draft tokens the lossless rule accepted.
+        judge_accepted: kept draft tokens only the judge / relaxed rule accepted.
+        target_forwards: target forward passes including the prefill.
+        draft_forwards: draft forward passes including the prefill.
+        time_prefill, time_draft, time_target, time_verify, time_other: seconds;
+            ``time_other`` is cycle time outside the forwards and the verify op
+            (cache rollback, bookkeeping, the one host sync, detokenising).
+        finish_reason: "eos", "stop", "length" (or "" while running / aggregated).
+    """
+
+    new_tokens: int = 0
+    cycles: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    align_accepted: int = 0
+    judge_accepted: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    time_prefill: float = 0.0
+    time_draft: float = 0.0
+    time_target: float = 0.0
+    time_verify: float = 0.0
+    time_other: float = 0.0
+    finish_reason: str = ""
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """The paper's m: (accepted drafts + cycles) / cycles (0 if no cycle ran)."""
+        return (self.accepted_tokens + self.cycles) / self.cycles if self.cycles else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Fraction of proposed draft tokens that were kept."""
+        return self.accepted_tokens / self.draft_tokens if self.draft_tokens else 0.0
+
+    @property
+    def cycle_time(self) -> float:
+        """Seconds spent in cycles (everything but the prefill)."""
+        return self.time_draft + self.time_target + self.time_verify + self.time_other
+
+    @property
+    def wall_time(self) -> float:
+        return self.time_prefill + self.cycle_time
+
+    def add(self, other: "GenerationStats") -> None:
+        """Accumulate ``other`` into ``self`` (counters and times)."""
+        for f in fields(self):
+            if f.name != "finish_reason":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["mean_accepted_length"] = self.mean_accepted_length
+        d["acceptance_rate"] = self.acceptance_rate
+        d["wall_time"] = self.wall_time
+        return d
+
+
+def aggregate_stats(stats: list[GenerationStats]) -> GenerationStats:
+    """Sum of many requests' counters (``mean_accepted_length`` is then cycle-weighted)."""
+    total = GenerationStats()
+    for s in stats:
+        total.add(s)
+    return total
