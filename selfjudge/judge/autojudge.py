@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
+import shutil
 import functools
 import random
 import zlib
@@ -35,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+
+_COMPARE_KEYS = ("method", "target", "draft", "task", "hidden_size", "max_new_tokens", "label_fraction")
 
 __all__ = ["MinedPrompt", "greedy_generate", "draft_top1", "mine_prompt", "mine_task", "register"]
 
@@ -254,7 +259,6 @@ def mine_task(
     max_new_tokens: int = 256,
     max_labels_per_prompt: int | None = None,
     label_fraction: float = 1.0,
-    prompts_per_shard: int = 2,
     resume: bool = True,
     target_id: str | None = None,
     draft_id: str | None = None,
@@ -265,7 +269,7 @@ def mine_task(
     """Mine AutoJudge labels for ``examples`` into ``out_dir`` (label-shard format, resumable)."""
     from tqdm import tqdm
 
-    from selfjudge.judge.shards import ShardWriter
+    from selfjudge.labelling.shards import SUMMARY, ShardWriter
 
     hidden = int(target.config.hidden_size)
     manifest = {
@@ -283,7 +287,9 @@ def mine_task(
         "feature": "target final-layer hidden state after reading z_i with prefix y_<i (first regeneration step)",
         "command": command,
     }
-    writer = ShardWriter(out_dir, manifest, prompts_per_shard=prompts_per_shard, resume=resume)
+    if not resume and os.path.isdir(out_dir):
+        shutil.rmtree(out_dir)
+    writer = ShardWriter(out_dir, manifest, compare_keys=_COMPARE_KEYS)
     done = writer.done_prompt_ids
     eos = _eos_ids(target, tokenizer)
     todo = [ex for ex in examples if ex.prompt_id not in done]
@@ -319,7 +325,6 @@ def mine_task(
             )
         ref_text = dec(r.reference_ids)
         record = {
-            "prompt_id": ex.prompt_id,
             "n_acceptable": sum(r.labels),
             "response_tokens": len(r.reference_ids),
             "reference_answer": repr(task.extract_answer(ref_text)),
@@ -330,8 +335,32 @@ def mine_task(
             "reference_wall_seconds": r.reference_wall_seconds,
             "reference_ids": r.reference_ids,
         }
-        writer.add_prompt(record, rows, r.feature_matrix(hidden))
-    return writer.close()
+        # one committed batch per prompt, so that costs stay per prompt and a kill loses one prompt at most
+        writer.write([ex.prompt_id], rows, r.feature_matrix(hidden), stats=record)
+    summary = summarise(writer.records, method="autojudge")
+    with open(os.path.join(out_dir, SUMMARY), "w") as f:
+        json.dump(summary, f, indent=1)
+    return summary
+
+
+def summarise(records: list[dict[str, Any]], method: str) -> dict[str, Any]:
+    """Label balance and cost totals over committed progress records (one per prompt)."""
+    stats = [r.get("stats", {}) for r in records]
+    n = sum(int(r.get("rows", 0)) for r in records)
+    n_pos = sum(s.get("n_acceptable", 0) for s in stats)
+    out = {
+        "method": method,
+        "n_prompts": sum(len(r["prompt_ids"]) for r in records),
+        "n_labels": n,
+        "n_acceptable": n_pos,
+        "positive_rate": n_pos / n if n else None,
+    }
+    for key in ("wall_seconds", "target_forward_tokens", "draft_forward_tokens", "reference_wall_seconds",
+                "reference_forward_tokens"):
+        out[key] = sum(s.get(key, 0) for s in stats)
+    out["seconds_per_label"] = out["wall_seconds"] / n if n else None
+    out["target_forward_tokens_per_label"] = out["target_forward_tokens"] / n if n else None
+    return out
 
 
 def _run(args: argparse.Namespace) -> int:

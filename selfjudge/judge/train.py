@@ -346,10 +346,7 @@ def read_label_dirs(label_dirs: Sequence[str]):
     """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests)."""
     import torch
 
-    try:
-        from selfjudge.labelling.shards import read_labels
-    except ImportError:  # until the labelling package ships its reader
-        from selfjudge.judge.shards import read_labels_fallback as read_labels
+    from selfjudge.labelling.shards import read_labels
 
     feats, rows, manifests = [], [], []
     for d in label_dirs:

@@ -8,7 +8,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.judge.autojudge import greedy_generate, mine_prompt, mine_task, _new_cache
-from selfjudge.judge.shards import read_labels_fallback
+from selfjudge.labelling.shards import read_labels, read_progress
 
 EOS = 3
 
@@ -145,16 +145,17 @@ def test_mine_task_writes_shards_and_resumes(pair, tmp_path):
     s2 = mine_task(target, draft, FakeTok(), StubTask(), exs, str(out), max_new_tokens=20, progress=False,
                    target_id="toy/t", draft_id="toy/d")
     assert s2["n_prompts"] == 3
-    feats, rows, man = read_labels_fallback(str(out))
+    feats, rows, man = read_labels(str(out))
     assert man["method"] == "autojudge" and man["hidden_size"] == 32 and man["target"] == "toy/t"
     assert feats.shape == (len(rows), 32) and len(rows) == s2["n_labels"]
     assert [r["prompt_id"] for r in rows].count("p0") == s["n_labels"] - [r["prompt_id"] for r in rows].count("p1")
     direct = mine_prompt(target, draft, [12, 4, 4, 8, 21], parity_same, 20, {EOS})
     mine_rows = [r for r in rows if r["prompt_id"] == "p2"]
     assert [r["label"] for r in mine_rows] == direct.labels
-    recs = [json.loads(l) for l in open(out / "prompts.jsonl")]
-    assert sorted(r["prompt_id"] for r in recs) == ["p0", "p1", "p2"]
-    assert s2["target_forward_tokens"] == sum(r["target_forward_tokens"] for r in recs) > 0
+    recs = read_progress(out)
+    assert sorted(p for r in recs for p in r["prompt_ids"]) == ["p0", "p1", "p2"]
+    assert s2["target_forward_tokens"] == sum(r["stats"]["target_forward_tokens"] for r in recs) > 0
+    assert json.loads((out / "summary.json").read_text())["n_labels"] == len(rows)
     with pytest.raises(ValueError, match="target"):
         mine_task(target, draft, FakeTok(), StubTask(), exs, str(out), max_new_tokens=20, progress=False,
                   target_id="other", draft_id="toy/d")

@@ -9,7 +9,7 @@ import torch
 from sklearn.metrics import f1_score, roc_auc_score
 
 from selfjudge.judge import load_verifier
-from selfjudge.judge.shards import ShardWriter
+from selfjudge.labelling.shards import ShardWriter
 from selfjudge.judge.train import (
     _make_model,
     choose_thresholds,
@@ -132,22 +132,20 @@ def test_fit_verifier_rejects_bad_input():
 def write_synthetic_dir(d, X, y, g, method="selfjudge"):
     man = {"method": method, "target": "toy/target", "draft": "toy/draft", "task": "gsm8k", "window": 20,
            "tau": 0.0, "hidden_size": X.shape[1]}
-    w = ShardWriter(str(d), man, prompts_per_shard=7, resume=False)
+    w = ShardWriter(str(d), man)
     for pid in dict.fromkeys(g):
         idx = [i for i, gi in enumerate(g) if gi == pid]
         rows = [{"prompt_id": pid, "position": k, "target_token_id": 1, "draft_token_id": 2, "target_token": "a",
                  "draft_token": "b", "score": 0.0, "label": int(y[i])} for k, i in enumerate(idx)]
-        w.add_prompt({"prompt_id": pid, "n_acceptable": int(sum(y[i] for i in idx))}, rows,
-                     torch.from_numpy(X[idx]))
-    return w.close()
+        w.write([pid], rows, torch.from_numpy(X[idx]))
+    return len(w.done_prompt_ids)
 
 
 def test_train_cli_end_to_end(tmp_path):
     from selfjudge.cli import main
 
     X, y, g = synthetic(n_prompts=40, seed=2)
-    s = write_synthetic_dir(tmp_path / "labels", X, y, g)
-    assert s["n_labels"] == len(y) and s["n_prompts"] == 40
+    assert write_synthetic_dir(tmp_path / "labels", X, y, g) == 40
     out = tmp_path / "judge.safetensors"
     rep = tmp_path / "report.json"
     assert main(["train", "--labels", str(tmp_path / "labels"), "--out", str(out), "--c-grid", "0.001,0.1",
