@@ -104,3 +104,24 @@ def test_empty_and_bad_inputs():
         score_swaps(model, x, y, pos, z, -1)
     with pytest.raises(ValueError, match="prompt_ids"):
         score_swaps(model, x[:0], y, pos, z, 5)
+
+
+@pytest.mark.default_pair
+def test_one_pass_equals_naive_on_default_pair():
+    from selfjudge.models import load_pair
+
+    target, _, tok = load_pair("smollm2-135m")
+    target.eval()
+    msgs = [[{"role": "user", "content": "What is 2+3?"}], [{"role": "user", "content": "Name a colour."}]]
+    g = torch.Generator().manual_seed(0)
+    for m in msgs:
+        x = torch.tensor(tok(tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True),
+                             add_special_tokens=False)["input_ids"])
+        y = torch.randint(0, target.config.vocab_size, (14,), generator=g)  # any response works for the identity
+        pos = torch.tensor([0, 4, 12, 13])
+        z = (y[pos] + 17) % target.config.vocab_size
+        for window in (0, 5):
+            one = score_swaps(target, x, y, pos, z, window)
+            ref = naive_score_swaps(target, x, y, pos, z, window)
+            torch.testing.assert_close(one.scores, ref.scores, atol=1e-4, rtol=0)
+            torch.testing.assert_close(one.features, ref.features, atol=1e-4, rtol=1e-4)
