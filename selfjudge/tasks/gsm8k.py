@@ -28,7 +28,10 @@ _NUM_RE = re.compile(
 )
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 _BOXED_RE = re.compile(r"\\boxed\s*\{((?:[^{}]|\{[^{}]*\})*)\}")
-_ANSWER_RE = re.compile(r"(?:final\s+answer|answer)\b([^\n]{0,60})", re.IGNORECASE)
+# "answer" needs a connector ("is", ":", "=", "would be") so "To answer this, 16 - 3 ..." is skipped.
+_ANSWER_RE = re.compile(
+    r"answer\**\s*(?:is\b|was\b|:|=|would\s+be\b|will\s+be\b)([^\n]{0,60})", re.IGNORECASE
+)
 
 
 def canonical_number(text: str) -> str | None:
@@ -53,7 +56,7 @@ def extract_number(text: str) -> str | None:
     """Final numeric answer of a GSM8K-style solution, as a canonical string, or None.
 
     Priority: the last "#### N"; else the last "\\boxed{N}"; else the last
-    "(final) answer is/: N" (first number after the phrase on that line); else the
+    "answer is / answer: / answer = N" (first number after it on that line); else the
     last number anywhere. Commas, "$", trailing units/periods are ignored.
     """
     if not isinstance(text, str):

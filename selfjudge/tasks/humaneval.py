@@ -25,12 +25,20 @@ INSTRUCTION = (
 _FENCE_RE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
-def extract_code(text: str) -> str:
-    """The first fenced code block of ``text`` (an unclosed fence runs to the end), else the text."""
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The code of a reply: the first fenced block that defines ``entry_point`` (if given),
+    else the first fenced block (an unclosed fence runs to the end), else the whole text."""
     if not isinstance(text, str):
         raise ValueError(f"text must be a str, got {type(text).__name__}")
-    m = _FENCE_RE.search(text)
-    return m.group(1) if m else text
+    blocks = _FENCE_RE.findall(text)
+    if not blocks:
+        return text
+    if entry_point:
+        defines = re.compile(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
+        for block in blocks:
+            if defines.search(block):
+                return block
+    return blocks[0]
 
 
 def build_program(problem: dict, code: str) -> str:
@@ -84,7 +92,7 @@ class HumanEval(Task):
 
     def run(self, text: str, example: Example) -> SandboxResult:
         """Sandboxed test run of a generation (cached per prompt and extracted code)."""
-        code = extract_code(text)
+        code = extract_code(text, example.reference["entry_point"])
         key = (example.prompt_id, code)
         if key not in self._results:
             self._results[key] = run_python(build_program(example.reference, code),

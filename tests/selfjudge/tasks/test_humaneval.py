@@ -12,6 +12,8 @@ def test_extract_code():
     assert extract_code("```python\ndef f():\n    return 2") == "def f():\n    return 2"  # unclosed fence
     assert extract_code("    return 3\n") == "    return 3\n"  # no fence: raw text
     assert extract_code("```py\na\n```\n```python\nb\n```") == "a\n"  # first block
+    two = "Usage:\n```python\nprint(f(1))\n```\nCode:\n```python\ndef f(x):\n    return x\n```"
+    assert extract_code(two) == "print(f(1))\n" and extract_code(two, "f") == "def f(x):\n    return x\n"
     with pytest.raises(ValueError, match="text"):
         extract_code(None)
 
