@@ -17,7 +17,9 @@ format) and reports:
    each method's labels of the training prompts and scored on both methods'
    labels of the held-out prompts.
 
-Usage:
+Usage (the first step labels the AutoJudge run's prompts with SelfJudge, counting
+the target's forward tokens with hooks, since the labelling pipeline records only times):
+    python bench/compare_judges.py run-selfjudge --autojudge runs/labels-aj --out runs/labels-sj-cmp
     python bench/compare_judges.py --selfjudge runs/labels-sj --autojudge runs/labels-aj --out runs/compare.json
 """
 
@@ -49,6 +51,17 @@ def _batches(label_dir: str) -> list[dict[str, Any]]:
     return recs
 
 
+COUNTS = "forward_counts.json"
+
+
+def _counted_tokens(label_dir: str) -> dict[str, Any] | None:
+    path = os.path.join(label_dir, COUNTS)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def _get(rec: dict[str, Any], *names: str, default=0.0):
     for n in names:
         if n in rec and rec[n] is not None:
@@ -61,12 +74,16 @@ def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows) ->
     for name, d, rows in (("selfjudge", sj_dir, sj_rows), ("autojudge", aj_dir, aj_rows)):
         batches = [b for b in _batches(d) if b["prompt_ids"] and set(b["prompt_ids"]) <= prompts]
         sel = [b.get("stats") or {} for b in batches]
+        counted = _counted_tokens(d)
         n = sum(int(b.get("rows", 0)) for b in batches)
-        label_s = sum(_get(r, "wall_seconds", "label_seconds", "score_seconds") for r in sel)
-        label_tok = sum(_get(r, "target_forward_tokens", "label_forward_tokens", "score_forward_tokens") for r in sel)
-        gen_s = sum(_get(r, "reference_wall_seconds", "generate_seconds", "generation_seconds") for r in sel)
-        gen_tok = sum(_get(r, "reference_forward_tokens", "generate_forward_tokens", "generation_forward_tokens")
-                      for r in sel)
+        label_s = sum(_get(r, "wall_seconds") or (_get(r, "score_seconds") + _get(r, "draft_seconds")) for r in sel)
+        label_tok = sum(_get(r, "target_forward_tokens", "score_forward_tokens") for r in sel)
+        gen_s = sum(_get(r, "reference_wall_seconds", "generate_seconds") for r in sel)
+        gen_tok = sum(_get(r, "reference_forward_tokens", "generate_forward_tokens") for r in sel)
+        if counted is not None:  # measured by forward hooks in run-selfjudge (the pipeline records no tokens)
+            if set(counted["prompt_ids"]) != {p for b in batches for p in b["prompt_ids"]}:
+                raise ValueError(f"{d}: forward_counts.json covers other prompts than the compared ones")
+            label_tok, gen_tok = counted["score_tokens"], counted["generate_tokens"]
         out[name] = {
             "n_prompts": sum(len(b["prompt_ids"]) for b in batches),
             "n_labels": n,
@@ -84,6 +101,26 @@ def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows) ->
               "target_forward_tokens_per_label_incl_response"):
         out.setdefault("autojudge_over_selfjudge", {})[k] = (aj[k] / sj[k]) if aj[k] and sj[k] else None
     return out
+
+
+def same_response_prompts(sj_rows, aj_dir: str, prompts: set[str]) -> set[str]:
+    """Prompts whose SelfJudge rows are consistent with AutoJudge's stored reference response y."""
+    refs = {}
+    for b in _batches(aj_dir):
+        ref = (b.get("stats") or {}).get("reference_ids")
+        if ref is not None and len(b["prompt_ids"]) == 1:
+            refs[b["prompt_ids"][0]] = ref
+    bad = set()
+    for r in sj_rows:
+        p = r["prompt_id"]
+        ref = refs.get(p)
+        if p not in prompts:
+            continue
+        if ref is None or ("response_len" in r and int(r["response_len"]) != len(ref)) or (
+            int(r["position"]) >= len(ref) or int(ref[int(r["position"])]) != int(r["target_token_id"])
+        ):
+            bad.add(p)
+    return {p for p in prompts if p in refs} - bad
 
 
 def agreement(sj_rows, aj_rows, prompts: set[str]) -> dict[str, Any]:
@@ -162,7 +199,80 @@ def cross_auc(sj, aj, prompts: set[str], val_fraction: float, seed: int, c_grid)
     return out
 
 
+def run_selfjudge(argv: list[str]) -> int:
+    """Label the AutoJudge dir's prompts with the SelfJudge pipeline, counting target forward tokens.
+
+    Forward pre-hooks on the target's decoder count every position it reads (padding
+    included), split into the response-generation phase and the label phase
+    (teacher-forced draft + one-pass swap scoring); written to ``forward_counts.json``.
+    """
+    ap = argparse.ArgumentParser(prog="compare_judges.py run-selfjudge")
+    ap.add_argument("--autojudge", required=True, help="AutoJudge label dir whose prompts to label")
+    ap.add_argument("--out", required=True, help="new SelfJudge label dir")
+    ap.add_argument("--pair", default="smollm2-135m")
+    ap.add_argument("--window", type=int, default=20)
+    ap.add_argument("--tau", type=float, default=0.0)
+    ap.add_argument("--batch-size", type=int, default=4)
+    args = ap.parse_args(argv)
+
+    import selfjudge.labelling.pipeline as pipeline
+    from selfjudge.labelling.shards import read_progress
+    from selfjudge.labelling.swap_scoring import base_model
+    from selfjudge.models import load_pair
+
+    if os.path.exists(os.path.join(args.out, "progress.jsonl")) and read_progress(args.out):
+        raise ValueError(f"out: {args.out} already holds labels; token counts need one fresh run")
+    with open(os.path.join(args.autojudge, "manifest.json")) as f:
+        aj_man = json.load(f)
+    aj_prompts = [p for b in _batches(args.autojudge) for p in b["prompt_ids"]]
+    from selfjudge.tasks import load_task
+
+    task = load_task(aj_man["task"])
+    split = aj_man.get("split", "train")
+    examples = task.examples(split)
+    pos = {ex.prompt_id: k for k, ex in enumerate(examples)}
+    limit = max(pos[p] for p in aj_prompts) + 1
+    if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
+        raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
+    pair = load_pair(args.pair)
+    counts = {"generate_tokens": 0, "score_tokens": 0}
+    phase = {"name": "score_tokens"}
+
+    def hook(module, args_, kwargs):
+        ids = kwargs.get("input_ids", args_[0] if args_ else None)
+        if ids is None:
+            ids = kwargs["inputs_embeds"][..., 0]
+        counts[phase["name"]] += int(ids.numel())
+
+    handle = base_model(pair.target).register_forward_pre_hook(hook, with_kwargs=True)
+    orig_gen = pipeline.generate_responses
+
+    def counted_generate(*a, **k):
+        phase["name"] = "generate_tokens"
+        try:
+            return orig_gen(*a, **k)
+        finally:
+            phase["name"] = "score_tokens"
+
+    pipeline.generate_responses = counted_generate
+    try:
+        pipeline.label(args.pair, None, task, out=args.out, window=args.window, tau=args.tau, limit=limit,
+                       split=split, batch_size=args.batch_size, max_new_tokens=aj_man.get("max_new_tokens"),
+                       pair=pair)
+    finally:
+        pipeline.generate_responses = orig_gen
+        handle.remove()
+    counts["prompt_ids"] = [p for b in read_progress(args.out) for p in b["prompt_ids"]]
+    with open(os.path.join(args.out, COUNTS), "w") as f:
+        json.dump(counts, f, indent=1)
+    print(json.dumps({k: v for k, v in counts.items() if k != "prompt_ids"}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "run-selfjudge":
+        return run_selfjudge(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--selfjudge", required=True, help="SelfJudge label dir")
     ap.add_argument("--autojudge", required=True, help="AutoJudge label dir")
@@ -184,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     prompts = done_sj & done_aj
     if not prompts:
         raise ValueError("no prompt was labelled by both methods")
+    same_y = same_response_prompts(sj_rows, args.autojudge, prompts)
     result = {
         "selfjudge_dir": args.selfjudge,
         "autojudge_dir": args.autojudge,
@@ -195,8 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         "autojudge_label_fraction": aj_man.get("label_fraction"),
         "n_shared_prompts": len(prompts),
         "cost": cost_table(args.selfjudge, args.autojudge, prompts, sj_rows, aj_rows),
-        "agreement": agreement(sj_rows, aj_rows, prompts),
-        "command": "python bench/compare_judges.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "agreement": agreement(sj_rows, aj_rows, same_y),
+        "n_prompts_same_response": len(same_y),
+        "command": "python bench/compare_judges.py " + " ".join(argv),
     }
     try:
         result["roc_auc"] = cross_auc((Xs, sj_rows), (Xa, aj_rows), prompts, args.val_fraction, args.seed, c_grid)

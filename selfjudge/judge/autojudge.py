@@ -385,8 +385,9 @@ def _run(args: argparse.Namespace) -> int:
         max_labels_per_prompt=args.max_labels_per_prompt,
         label_fraction=args.label_fraction,
         resume=not args.no_resume,
-        target_id=args.target_id,
-        draft_id=args.draft_id,
+        # same ids as the labelling pipeline's manifests (and what verifiers are checked against)
+        target_id=args.target_id or args.pair,
+        draft_id=args.draft_id or f"{args.pair}:draft",
         task_name=args.task,
         command=command,
     )
@@ -406,7 +407,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-labels-per-prompt", type=int, default=None)
     p.add_argument("--label-fraction", type=float, default=1.0,
                    help="label each reached mismatch with this probability (others are stepped over unswapped)")
-    p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: config name)")
+    p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --pair)")
     p.add_argument("--draft-id", default=None)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")

@@ -171,3 +171,15 @@ def test_label_fraction_steps_over_mismatches(pair):
     assert again.positions == part.positions
     with pytest.raises(ValueError, match="label_fraction"):
         mine_prompt(target, draft, [5, 9], lambda a, b: False, 20, {EOS}, label_fraction=0.0)
+
+
+def test_forward_token_counters_match_a_hook(pair):
+    target, draft = pair
+    seen = []
+    h = target.model.register_forward_pre_hook(
+        lambda m, a, k: seen.append(int(k["input_ids"].numel())), with_kwargs=True)
+    try:
+        r = mine_prompt(target, draft, [7, 30, 11], parity_same, 16, {EOS})
+    finally:
+        h.remove()
+    assert sum(seen) == r.reference_forward_tokens + r.target_forward_tokens

@@ -35,7 +35,8 @@ def write(d, method, n_prompts, labels_fn, cost, h=8, seed=0):
                          "original_prefix": k < 5})
         w.write([f"p{p}"], rows, torch.from_numpy(X),
                 stats={"wall_seconds": cost[0], "target_forward_tokens": cost[1],
-                       "reference_wall_seconds": 1.0, "reference_forward_tokens": 300})
+                       "reference_wall_seconds": 1.0, "reference_forward_tokens": 300,
+                       "reference_ids": list(range(10)) if p != 11 else [0] * 10})
 
 
 def test_compare_judges_numbers(tmp_path):
@@ -54,8 +55,10 @@ def test_compare_judges_numbers(tmp_path):
     assert c["autojudge_over_selfjudge"]["seconds_per_label"] == 40.0
     assert c["autojudge_over_selfjudge"]["target_forward_tokens_per_label_incl_response"] == (5000 + 300) / (100 + 300)
     a = r["agreement"]
-    assert a["n_shared"] == 12 * 5 and a["agreement"] == 4 / 5
-    assert sum(a["table"].values()) == 60 and a["table"]["sj0_aj1"] + a["table"]["sj1_aj0"] == 12
+    # prompt p11's stored response disagrees with the SelfJudge rows: left out of the agreement
+    assert r["n_prompts_same_response"] == 11
+    assert a["n_shared"] == 11 * 5 and a["agreement"] == 4 / 5
+    assert sum(a["table"].values()) == 55 and a["table"]["sj0_aj1"] + a["table"]["sj1_aj0"] == 11
     auc = r["roc_auc"]
     assert auc["verifier_selfjudge_on_selfjudge_labels"] > 0.9
     assert auc["verifier_autojudge_on_selfjudge_labels"] > 0.75
