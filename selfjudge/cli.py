@@ -16,6 +16,7 @@ JOB_MODULES: list[str] = [
     "selfjudge.judge.train",
     "selfjudge.judge.autojudge",
     "selfjudge.labelling.pipeline",
+    "selfjudge.engine.cli",
 ]
 
 
