@@ -344,7 +344,8 @@ class SpeculativeEngine:
                         dcache.select(idx)
                         pend_d = pend_d[idx]
                         pend_d_valid = pend_d_valid[idx] if pend_d_valid is not None else None
-            if rows and nb > 1:
+            # checking costs a host sync: only after rows left or every 16 cycles
+            if rows and nb > 1 and (finished or batch.cycles % 16 == 0):
                 self._maybe_compact(tcache)
                 if use_draft:
                     self._maybe_compact(dcache)
