@@ -1,0 +1,83 @@
+"""verify / verify_flat reject bad input with a ValueError that names the argument."""
+
+import pytest
+import torch
+
+from selfjudge.kernels import verify, verify_flat
+
+B, K, V, H = 2, 3, 11, 5
+
+
+def good():
+    return dict(
+        draft_token_ids=torch.zeros(B, K, dtype=torch.long),
+        num_draft_tokens=torch.full((B,), K),
+        target_logits=torch.randn(B, K + 1, V),
+        draft_probs=torch.full((B, K, V), 1.0 / V),
+    )
+
+
+def call(**over):
+    kw = good()
+    judge = {k: over.pop(k) for k in list(over) if k not in kw}
+    kw.update(over)
+    args = [kw.pop(k) for k in ("draft_token_ids", "num_draft_tokens", "target_logits", "draft_probs")]
+    return verify(*args, backend="torch", **judge)
+
+
+def test_good_call_works():
+    out = call(temperature=1.0, seed=0, hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H))
+    assert out.output_token_ids.shape == (B, K + 1)
+
+
+@pytest.mark.parametrize(
+    "over, name",
+    [
+        (dict(draft_token_ids=torch.zeros(B, K)), "draft_token_ids"),  # float ids
+        (dict(draft_token_ids=torch.zeros(B * K, dtype=torch.long)), "draft_token_ids"),  # 1-D
+        (dict(target_logits=torch.randn(B, K, V)), "target_logits"),  # K > logits positions - 1
+        (dict(target_logits=torch.randn(B + 1, K + 1, V)), "target_logits"),  # batch mismatch
+        (dict(target_logits=torch.zeros(B, K + 1, V, dtype=torch.long)), "target_logits"),  # int logits
+        (dict(num_draft_tokens=torch.full((B + 1,), K)), "num_draft_tokens"),
+        (dict(num_draft_tokens=torch.full((B,), 1.0)), "num_draft_tokens"),
+        (dict(draft_probs=torch.rand(B, K, V + 1)), "draft_probs"),
+        (dict(draft_probs=torch.ones(B, K, V, dtype=torch.long)), "draft_probs"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(temperature=torch.ones(B + 1)), "temperature"),
+        (dict(hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H + 1)), "judge_weight"),
+        (dict(hidden_states=torch.randn(B, K, H)), "judge_weight"),  # weight missing
+        (dict(judge_weight=torch.randn(H)), "hidden_states"),  # states missing
+        (dict(hidden_states=torch.randn(B, K + 1, H), judge_weight=torch.randn(H)), "hidden_states"),
+        (dict(hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H), judge_bias=torch.zeros(B + 1)),
+         "judge_bias"),
+        (dict(judge_threshold="high"), "judge_threshold"),
+        (dict(relaxed_accept=torch.zeros(B, K)), "relaxed_accept"),  # not bool
+        (dict(relaxed_accept=torch.zeros(B, K + 1, dtype=torch.bool)), "relaxed_accept"),
+    ],
+)
+def test_bad_input_names_argument(over, name):
+    with pytest.raises(ValueError, match=name):
+        call(**over)
+
+
+def test_bad_backend():
+    kw = good()
+    with pytest.raises(ValueError, match="backend"):
+        verify(kw["draft_token_ids"], None, kw["target_logits"], backend="cuda")
+
+
+def test_flat_bad_inputs():
+    T = 4
+    d = torch.zeros(T, dtype=torch.long)
+    cu = torch.tensor([1, 4])
+    with pytest.raises(ValueError, match="target_logits"):
+        verify_flat(d, cu, torch.randn(T, V), backend="torch")  # needs T+B rows
+    with pytest.raises(ValueError, match="draft_probs"):
+        verify_flat(d, cu, torch.randn(T + 2, V), torch.rand(T + 2, V), backend="torch")
+    with pytest.raises(ValueError, match="cu_num_draft_tokens"):
+        verify_flat(d, cu.float(), torch.randn(T + 2, V), backend="torch")
+    with pytest.raises(ValueError, match="hidden_states"):
+        verify_flat(d, cu, torch.randn(T + 2, V), hidden_states=torch.randn(T + 1, H),
+                    judge_weight=torch.randn(H), backend="torch")
+    out = verify_flat(d, cu, torch.randn(T + 2, V), backend="torch")
+    assert out.output_token_ids.shape == (2, 4)
