@@ -3,8 +3,8 @@
 For each mismatch j it runs one plain causal forward of the full model over
 ``x + y_<i + z_j + y_{i+1} .. y_{i+N_j-1}`` (the swapped sequence cut right after the
 last token the window needs -- the cheapest correct re-encoding), takes
-``log_softmax`` of the model's own logits, and one forward of ``x + y`` for the
-original terms. It shares no code with the one-pass path (no block mask, no scorer op),
+``log_softmax`` of the model's own logits at the n+1 positions the score needs
+(``logits_to_keep``), and one forward of ``x + y`` for the original terms. It shares no code with the one-pass path (no block mask, no scorer op),
 so agreement between the two is a real test of both.
 """
 
@@ -41,11 +41,13 @@ def naive_score_swaps(
         i, zj = int(positions[j]), int(draft_ids[j])
         n = min(window, Ly - 1 - i)
         swapped = torch.cat([x, y[:i], torch.tensor([zj], device=device), y[i + 1 : i + n]])[None]
-        out = model(input_ids=swapped, output_hidden_states=True)
-        lp = torch.log_softmax(out.logits[0].double(), dim=-1)  # [len, V]
-        s_swap = lp[Lx + i - 1, zj] + sum(lp[Lx + i + k, int(y[i + 1 + k])] for k in range(n))
+        # logits only from position Lx+i-1 (predicts z) on: the positions the score needs
+        keep = swapped.shape[1] - (Lx + i - 1)  # n+1 (2 when n = 0: z itself predicts nothing)
+        out = model(input_ids=swapped, output_hidden_states=True, logits_to_keep=keep)
+        lp = torch.log_softmax(out.logits[0].double(), dim=-1)  # [keep, V]; row k = position Lx+i-1+k
+        s_swap = lp[0, zj] + sum(lp[1 + k, int(y[i + 1 + k])] for k in range(n))
         s_orig = orig[i : i + n + 1].sum()
         scores[j] = float(s_swap - s_orig)
-        prefix_terms[j] = float(lp[Lx + i - 1, zj] - orig[i])
+        prefix_terms[j] = float(lp[0, zj] - orig[i])
         features[j] = out.hidden_states[-1][0, Lx + i].float().cpu()
     return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features)
