@@ -27,10 +27,13 @@ import torch
 from tqdm import tqdm
 
 
-def _configs(ks, top_k):
+def _configs(ks, top_k, draft_vocab: bool):
     cfgs = [("autoregressive", 0)]
     for K in ks:
         cfgs.append(("standard", K))
+    if draft_vocab:  # the same policy with the draft head restricted to frequent tokens
+        for K in ks:
+            cfgs.append(("standard+dv", K))
     for K in ks:
         cfgs.append(("topk", K))
     cfgs += [("hf_generate", 0), ("hf_assisted", 0)]
@@ -79,7 +82,10 @@ def main(argv=None):
     ap.add_argument("--top-k", type=int, default=2, help="k of the topk policy")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--batch-k", type=int, default=None, help="K for the batched runs (default: best batch-1 K)")
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--draft-vocab", type=int, default=0,
+                    help="restrict the draft head to the N most frequent tokens of the task's train references (0 = full)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (default 1: on a shared CPU, 2 threads spin against other processes)")
     ap.add_argument("--quick", action="store_true", help="3 prompts, 32 new tokens, batch 1 and 4")
     ap.add_argument("--out", default=None, help="JSON file for the results")
     args = ap.parse_args(argv)
@@ -100,13 +106,22 @@ def main(argv=None):
     examples = task.examples(args.split, limit=args.limit)
     prompts = [task.build_prompt(tok, ex) for ex in examples]
 
-    cfgs = _configs(args.ks, args.top_k)
+    draft_vocab = None
+    if args.draft_vocab:
+        from selfjudge.engine import frequent_token_ids
+
+        train = task.examples("train", limit=500)
+        texts = [str(ex.meta.get("solution", "")) + "\n" + ex.messages[-1]["content"] for ex in train]
+        draft_vocab = frequent_token_ids(tok, texts, args.draft_vocab)
+        print(f"draft vocabulary: {draft_vocab.numel()} of {len(tok)} tokens", file=sys.stderr)
+
+    cfgs = _configs(args.ks, args.top_k, draft_vocab is not None)
     engines = {}
     for pol, K in cfgs:
-        if pol in ("autoregressive", "standard", "topk"):
+        if pol in ("autoregressive", "standard", "topk", "standard+dv"):
             engines[(pol, K)] = SpeculativeEngine(
                 target, draft if pol != "autoregressive" else None, tok, num_draft_tokens=max(K, 1),
-                policy=pol, top_k=args.top_k,
+                policy=pol.split("+")[0], top_k=args.top_k, draft_vocab=draft_vocab if pol == "standard+dv" else None,
             )
 
     # warm-up (first-call allocations, thread pools)
@@ -176,10 +191,13 @@ def main(argv=None):
     if best_k is None:
         std = [r for r in rows if r["batch"] == 1 and r["policy"] == "standard"]
         best_k = max(std, key=lambda r: r["tokens_per_s"])["K"]
+    bcfgs = [("autoregressive", 0), ("standard", best_k), ("topk", best_k), ("hf_generate", 0)]
+    if draft_vocab is not None:
+        bcfgs.insert(2, ("standard+dv", best_k))
     for b in args.batch_sizes:
         if b == 1:
             continue
-        measure(b, [("autoregressive", 0), ("standard", best_k), ("topk", best_k), ("hf_generate", 0)])
+        measure(b, bcfgs)
 
     hdr = f"{'batch':>5} {'policy':<15} {'K':>2} {'tok/s':>8} {'tok/s/row':>9} {'speedup':>7} {'m':>5} " \
           f"{'draft':>6} {'target':>6} {'verify':>6} {'other':>6} same"
@@ -200,6 +218,7 @@ def main(argv=None):
         "prompts": len(prompts),
         "max_new_tokens": args.max_new_tokens,
         "top_k": args.top_k,
+        "draft_vocab": int(draft_vocab.numel()) if draft_vocab is not None else None,
         "torch_threads": torch.get_num_threads(),
         "machine": platform.processor() or platform.machine(),
         "rows": rows,

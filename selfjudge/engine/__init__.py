@@ -6,7 +6,7 @@ with policies ``autoregressive``, ``standard``, ``topk`` and ``judge``; see
 for the batched KV-cache handling (design note: ``csrc_docs/engine.md``).
 """
 
-from selfjudge.engine.engine import GenerationResult, SpeculativeEngine
+from selfjudge.engine.engine import GenerationResult, SpeculativeEngine, frequent_token_ids
 from selfjudge.engine.policies import (
     POLICY_NAMES,
     AutoregressivePolicy,
@@ -21,6 +21,7 @@ from selfjudge.engine.stats import GenerationStats, aggregate_stats
 __all__ = [
     "SpeculativeEngine",
     "GenerationResult",
+    "frequent_token_ids",
     "GenerationStats",
     "aggregate_stats",
     "Policy",

@@ -44,8 +44,11 @@ class RaggedCache:
         device: where the masks live (the model's device).
     """
 
-    def __init__(self, model, batch_size: int, device: torch.device):
-        self.model = model
+    def __init__(self, model, batch_size: int, device: torch.device, *, decoder_only: bool = False):
+        # decoder_only: run the model without its LM head and return the final-norm
+        # hidden states (the engine then applies a restricted head itself)
+        self.model = model.get_decoder() if decoder_only else model
+        self.decoder_only = decoder_only
         self.cache = DynamicCache(config=model.config)
         self.valid = torch.zeros(batch_size, 0, dtype=torch.bool, device=device)  # [B, L]
         self.next_pos = torch.zeros(batch_size, dtype=torch.long, device=device)  # [B]
@@ -68,7 +71,8 @@ class RaggedCache:
 
         Invalid input columns (padding) are written to the cache but masked out
         for every later query. Returns the model output (``logits`` holds the last
-        ``logits_to_keep`` columns; ``hidden_states[-1]`` is the final-norm state).
+        ``logits_to_keep`` columns; ``hidden_states[-1]`` is the final-norm state;
+        with ``decoder_only`` only ``last_hidden_state`` ``[B, S, H]``).
         """
         B, S = input_ids.shape
         if input_valid is None:
@@ -76,13 +80,15 @@ class RaggedCache:
         # position of each valid token = row length before it; padding gets a harmless id
         pos = (self.next_pos[:, None] + input_valid.long().cumsum(1) - 1).clamp_min(0)  # [B, S]
         mask = torch.cat([self.valid, input_valid], dim=1)  # [B, L+S]
+        kw = {} if self.decoder_only else {"logits_to_keep": logits_to_keep}
+        if output_hidden_states:
+            kw["output_hidden_states"] = True
         out = self.model(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=pos,
             use_cache=True,
-            logits_to_keep=logits_to_keep,
-            output_hidden_states=output_hidden_states,
+            **kw,
             **{self._cache_kw: self.cache},
         )
         self.valid = mask

@@ -36,7 +36,7 @@ from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.stats import GenerationStats
 
-__all__ = ["SpeculativeEngine", "GenerationResult"]
+__all__ = ["SpeculativeEngine", "GenerationResult", "frequent_token_ids"]
 
 
 @dataclass
@@ -82,6 +82,12 @@ class SpeculativeEngine:
         eos_token_id: int or list of ints; default: the target's generation
             config, else the tokenizer's.
         verify_backend: passed to :func:`selfjudge.verify` ("auto", "torch", "triton").
+        draft_vocab: restrict the draft's LM head to these token ids (``[Vd]``
+            int tensor, e.g. from :func:`frequent_token_ids`): its head costs
+            ``Vd/V`` of the full one, which dominates a few-layer draft. Lossless:
+            the draft just never proposes other tokens (greedy), or proposes from
+            its distribution renormalised over the subset, which is the q the
+            verify op sees (sampling). None = full vocabulary.
         compact_min_columns: compact the caches (see
             :meth:`RaggedCache.compact`) when at least this many columns, and a
             quarter of the cache, can be reclaimed.
@@ -100,6 +106,7 @@ class SpeculativeEngine:
         top_k: int = 2,
         eos_token_id: int | list[int] | None = None,
         verify_backend: str = "auto",
+        draft_vocab: torch.Tensor | None = None,
         compact_min_columns: int = 32,
     ):
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k)
@@ -120,6 +127,22 @@ class SpeculativeEngine:
         self.eos_token_ids = _eos_ids(eos_token_id, target, tokenizer)
         self.device = next(target.parameters()).device
         self.last_batch_stats = GenerationStats()
+        self.draft_vocab = None
+        self._draft_head = None
+        if draft_vocab is not None:
+            if draft is None:
+                raise ValueError("draft_vocab needs a draft model")
+            ids = torch.as_tensor(draft_vocab, dtype=torch.long).flatten().unique()
+            V = _vocab_size(draft)
+            if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= V:
+                raise ValueError(f"draft_vocab must be non-empty token ids in [0, {V})")
+            head = draft.get_output_embeddings()
+            self.draft_vocab = ids.to(self.device)  # [Vd]
+            self._draft_head = (
+                head.weight.detach()[self.draft_vocab].contiguous(),  # [Vd, H]
+                None if getattr(head, "bias", None) is None else head.bias.detach()[self.draft_vocab],
+            )
+            self._vocab = V
 
     # ------------------------------------------------------------------ inputs
     def _encode(self, prompts, chat: bool) -> list[list[int]]:
@@ -198,6 +221,19 @@ class SpeculativeEngine:
         probs = torch.softmax(logits.float() / temperature, dim=-1)
         return torch.multinomial(probs, 1, generator=gen).squeeze(1), probs
 
+    def _draft_choose(self, out, temperature: float, gen):
+        """Draft token [B] (and probs [B, V] when sampling) from a draft forward's output."""
+        if self.draft_vocab is None:
+            return self._choose(out.logits[:, -1], temperature, gen)
+        w, b = self._draft_head
+        logits = torch.nn.functional.linear(out.last_hidden_state[:, -1], w, b)  # [B, Vd]
+        sub, probs = self._choose(logits, temperature, gen)
+        tok = self.draft_vocab[sub]
+        if probs is not None:  # scatter the subset distribution back to the full vocabulary
+            full = probs.new_zeros(probs.shape[0], self._vocab)
+            probs = full.index_copy_(1, self.draft_vocab, probs)
+        return tok, probs
+
     def _run(self, prompts: list[list[int]], max_new: int, temperature: float, gen, stops) -> list[GenerationResult]:
         from selfjudge.kernels import verify
 
@@ -225,7 +261,7 @@ class SpeculativeEngine:
         for s in stats:
             s.target_forwards += 1
         if use_draft:
-            dcache = RaggedCache(self.draft, B, dev)
+            dcache = RaggedCache(self.draft, B, dev, decoder_only=self.draft_vocab is not None)
             if P > 2:
                 dcache.feed(inp[:, : P - 2], valid[:, : P - 2])
                 for s in stats:
@@ -260,7 +296,7 @@ class SpeculativeEngine:
                 x, xv = pend_d, pend_d_valid
                 for i in range(k):
                     out = dcache.feed(x, xv)
-                    tok, probs = self._choose(out.logits[:, -1], temperature, gen)
+                    tok, probs = self._draft_choose(out, temperature, gen)
                     drafts.append(tok)
                     if probs is not None:
                         dprobs.append(probs)
@@ -417,3 +453,23 @@ def _eos_ids(eos_token_id, target, tokenizer) -> set[int]:
     if isinstance(eos_token_id, int):
         return {eos_token_id}
     return {int(t) for t in eos_token_id}
+
+
+def frequent_token_ids(tokenizer, texts, n: int, always=None) -> torch.Tensor:
+    """The ``n`` most frequent token ids of ``texts`` (plus ``always`` and the special tokens).
+
+    For ``SpeculativeEngine(draft_vocab=...)``: compute it on text like the outputs
+    to be generated (e.g. a task's training references), never on the evaluation set.
+    Returns a sorted ``[<= n + extras]`` int64 tensor.
+    """
+    from collections import Counter
+
+    if int(n) < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    counts: Counter = Counter()
+    for t in texts:
+        counts.update(tokenizer(t, add_special_tokens=False)["input_ids"])
+    ids = {i for i, _ in counts.most_common(int(n))}
+    ids.update(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
+    ids.update(int(i) for i in (always or []))
+    return torch.tensor(sorted(ids), dtype=torch.long)

@@ -291,3 +291,28 @@ def test_bad_arguments(pair):
         eng.generate(PROMPTS, max_new_tokens=0)
     with pytest.raises(ValueError, match="tokenizer"):
         eng.generate("abc", max_new_tokens=3)
+
+
+def test_draft_vocab_subset_is_lossless_and_restricts_proposals(pair, greedy_refs):
+    target, draft = pair
+    full = SpeculativeEngine(target, draft, None, num_draft_tokens=3, eos_token_id=[])
+    same = SpeculativeEngine(target, draft, None, num_draft_tokens=3, eos_token_id=[], draft_vocab=torch.arange(V))
+    a, b = full.generate(PROMPTS, max_new_tokens=N), same.generate(PROMPTS, max_new_tokens=N)
+    assert [r.token_ids for r in a] == [r.token_ids for r in b]
+    assert [r.stats.accepted_tokens for r in a] == [r.stats.accepted_tokens for r in b]
+    # half the vocabulary: still exactly the target's greedy output
+    sub = torch.arange(0, V, 2)
+    half = SpeculativeEngine(target, draft, None, num_draft_tokens=3, eos_token_id=[], draft_vocab=sub)
+    assert [r.token_ids for r in half.generate(PROMPTS, max_new_tokens=N)] == greedy_refs
+    # accept-everything judge: every token but the per-cycle bonus comes from the draft, hence from sub
+    H = target.config.hidden_size
+    K = 3
+    allj = SpeculativeEngine(
+        target, draft, None, num_draft_tokens=K, policy=JudgePolicy((torch.zeros(H), 10.0), 0.0),
+        eos_token_id=[], draft_vocab=sub,
+    )
+    allowed = set(sub.tolist())
+    for r in allj.generate(PROMPTS, max_new_tokens=N, temperature=1.0, seed=5):
+        assert all(t in allowed for i, t in enumerate(r.token_ids) if i % (K + 1) != K)
+    with pytest.raises(ValueError, match="draft_vocab"):
+        SpeculativeEngine(target, draft, None, draft_vocab=torch.tensor([V]))
