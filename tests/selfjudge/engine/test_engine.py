@@ -168,7 +168,7 @@ def test_eos_inside_accepted_draft_stops_exactly_there(pair, greedy_refs):
 
 
 @pytest.mark.parametrize("K", [1, 4])
-@pytest.mark.parametrize("max_new", [1, 2, 5, 9])
+@pytest.mark.parametrize("max_new", [1, 2, 9])
 def test_max_new_tokens_never_exceeded(pair, greedy_refs, K, max_new):
     target, draft = pair
     for d in (target, draft):  # draft == target accepts everything: the worst case for overshoot
