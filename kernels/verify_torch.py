@@ -9,8 +9,10 @@ and on which optional inputs are present.
 
 Conventions shared with the kernel (see ``csrc_docs/verify.md``):
 
-* logits are cast to fp32, multiplied by ``inv_temperature`` (1 for greedy
-  rows), then sanitised: NaN -> -inf, +inf -> largest finite fp32;
+* logits are cast to fp32 and multiplied by ``inv_temperature`` (1 for greedy
+  rows); a position whose scaled logits contain NaN or +inf, or are all -inf,
+  is *invalid*: the alignment rule accepts nothing there and, if the emitted
+  token comes from it, that token is id 0 (the judge may still accept);
 * greedy rows: accept iff ``d == argmax x`` (first index on ties); recovered
   and bonus tokens are ``argmax x``;
 * sampling rows: ``p = exp(x - logsumexp(x))`` (0 where the whole row is -inf);
@@ -34,12 +36,10 @@ from __future__ import annotations
 import torch
 
 PLACEHOLDER_TOKEN_ID = -1
-_FP32_MAX = torch.finfo(torch.float32).max
 
 
-def sanitize_logits(x: torch.Tensor) -> torch.Tensor:
-    """In place: NaN -> -inf, +inf -> largest finite fp32 (so no row makes NaN)."""
-    return torch.nan_to_num_(x, nan=float("-inf"), posinf=_FP32_MAX, neginf=float("-inf"))
+_CHUNK_ELEMS = 1 << 18  # CPU: logits rows per chunk so one fp32 chunk is ~1 MB (cache-resident)
+_ROW_CHUNK_ELEMS = 1 << 16  # CPU: requests per chunk of the emission step (~256 KB temporaries)
 
 
 def native_verify(
@@ -57,10 +57,13 @@ def native_verify(
     *,
     all_greedy: bool,
     any_greedy: bool,
+    unit_scale: bool = False,
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
-    Inputs are assumed validated by :func:`selfjudge.kernels.verify`. Returns
+    Inputs are assumed validated by :func:`selfjudge.kernels.verify`.
+    ``unit_scale`` (every ``inv_temperature`` is 1, known on the host) skips
+    the multiplication, which would not change a bit. Returns
     ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
     align_accepted [B, K] bool, judge_accepted [B, K] bool,
     judge_logits [B, K] fp32 | None)``.
@@ -73,21 +76,39 @@ def native_verify(
     ar_k = torch.arange(K, device=device)  # [K]
     valid = ar_k[None, :] < n[:, None]  # [B, K]
 
-    # scaled, sanitised fp32 logits: one copy of the logits, the only one
+    # Per (request, position) row statistics of the scaled logits x: argmax
+    # (greedy rows), logsumexp (sampling rows) and whether the row is valid
+    # (no NaN, no +inf, not all -inf). On CPU sampling rows are processed in
+    # cache-sized chunks so no [B, K+1, V] temporary is ever written.
+    rows = target_logits.reshape(B * (K + 1), V)  # [B*(K+1), V]
+    N = rows.shape[0]
+    lse = amax = None
     if all_greedy:
-        x = sanitize_logits(target_logits.to(torch.float32, copy=True))  # [B, K+1, V]
+        maxval, amax = torch.max(rows, -1)  # [B*(K+1)] (NaN propagates into maxval)
+        ok = torch.isfinite(maxval)
     else:
-        x = sanitize_logits(target_logits.float() * inv_temperature[:, None, None])  # [B, K+1, V]
-
-    xd = x[:, :K].gather(-1, d[..., None]).squeeze(-1)  # [B, K]
+        inv_rows = inv_temperature.repeat_interleave(K + 1)[:, None]  # [B*(K+1), 1]
+        chunk = max(1, _CHUNK_ELEMS // V) if device.type == "cpu" else N
+        lse = torch.empty(N, dtype=torch.float32, device=device)
+        amax = torch.empty(N, dtype=torch.int64, device=device) if any_greedy else None
+        for r0 in range(0, N, chunk):
+            xc = rows[r0 : r0 + chunk].float()
+            if not unit_scale:
+                xc = xc * inv_rows[r0 : r0 + chunk]
+            torch.logsumexp(xc, -1, out=lse[r0 : r0 + chunk])
+            if amax is not None:
+                torch.argmax(xc, -1, out=amax[r0 : r0 + chunk])
+        ok = torch.isfinite(lse)  # NaN / +inf give NaN / inf, all -inf gives -inf
+        lse = lse.view(B, K + 1)  # [B, K+1]
+    ok = ok.view(B, K + 1)  # [B, K+1]
+    amax = amax.view(B, K + 1) if amax is not None else None  # [B, K+1]
+    ok_k = ok[:, :K]
 
     if any_greedy:
-        amax = x.argmax(-1)  # [B, K+1]
-        align_g = amax[:, :K] == d  # [B, K]
+        align_g = (amax[:, :K] == d) & ok_k  # [B, K]
     if not all_greedy:
-        lse = torch.logsumexp(x, -1)  # [B, K+1]
-        lse_k = lse[:, :K]
-        pd = torch.where(lse_k > float("-inf"), torch.exp(xd - lse_k), 0.0)  # [B, K]
+        xd = target_logits[:, :K].gather(-1, d[..., None]).squeeze(-1).float() * inv_temperature[:, None]
+        pd = torch.where(ok_k, torch.exp(xd - lse[:, :K]), 0.0)  # [B, K]
         if draft_probs is not None:
             qd = draft_probs.gather(-1, d[..., None]).squeeze(-1).float()  # [B, K]
         else:
@@ -115,31 +136,37 @@ def native_verify(
     rejected = num_acc < n  # [B]
 
     # the emitted (recovered or bonus) token comes from position num_acc
+    ok_j = ok.gather(1, num_acc[:, None]).squeeze(1)  # [B]
     if any_greedy:
         tok_g = amax.gather(1, num_acc[:, None]).squeeze(1)  # [B]
     if not all_greedy:
-        V_idx = num_acc[:, None, None].expand(B, 1, V)
-        xj = x.gather(1, V_idx).squeeze(1)  # [B, V]
+        # one position per request; on CPU in cache-sized chunks of requests
+        tok_s = torch.empty(B, dtype=torch.int64, device=device)
         lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
-        pj = torch.where(lse_j > float("-inf"), torch.exp(xj - lse_j), 0.0)  # [B, V]
-        E = exponentials
-        if K > 0:
-            j_q = num_acc.clamp(max=K - 1)  # [B] (bonus rows: unused)
-            if draft_probs is not None:
-                qj = draft_probs.gather(1, j_q[:, None, None].expand(B, 1, V)).squeeze(1).float()
+        lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
+        j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
+        rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
+        for b0 in range(0, B, rchunk):
+            b1 = min(B, b0 + rchunk)
+            ar_b = torch.arange(b0, b1, device=device)
+            xj = target_logits[ar_b, num_acc[b0:b1]].float()  # [b, V]
+            if not unit_scale:
+                xj = xj * inv_temperature[b0:b1, None]
+            pj = (xj - lse_j[b0:b1]).exp_()  # [b, V]
+            E = exponentials[b0:b1]  # [b, V]
+            if K > 0:
+                if draft_probs is not None:
+                    qj = draft_probs[ar_b, j_q[b0:b1]].float()  # [b, V]
+                else:
+                    qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], 1.0)
+                sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
+                best_r, idx_r = sr.max(-1)  # first index on ties, like the kernel
+                idx_p = (pj.div_(E)).max(-1).indices  # race over p (residual all zero)
+                recovered = torch.where(best_r > 0, idx_r, idx_p)
             else:
-                dj = d.gather(1, j_q[:, None])  # [B, 1]
-                qj = torch.zeros_like(pj).scatter_(1, dj, 1.0)
-            r = torch.clamp(pj - qj, min=0.0)  # [B, V]
-            sr = r / E
-            idx_r = sr.argmax(-1)  # [B]
-            best_r = sr.gather(1, idx_r[:, None]).squeeze(1)
-            idx_p = (pj / E).argmax(-1)
-            recovered = torch.where(best_r > 0, idx_r, idx_p)
-        else:
-            recovered = torch.zeros(B, dtype=torch.int64, device=device)
-        bonus = (xj - torch.log(E)).argmax(-1)  # [B]
-        tok_s = torch.where(rejected, recovered, bonus)
+                recovered = torch.zeros(b1 - b0, dtype=torch.int64, device=device)
+            bonus = (xj - E.log()).max(-1).indices  # Gumbel-max: a draw from p_j
+            tok_s[b0:b1] = torch.where(rejected[b0:b1], recovered, bonus)
 
     if all_greedy:
         tok = tok_g
@@ -147,7 +174,7 @@ def native_verify(
         tok = tok_s
     else:
         tok = torch.where(greedy, tok_g, tok_s)
-    tok = tok.clamp(0, V - 1)
+    tok = torch.where(ok_j, tok, 0).clamp(0, V - 1)  # invalid position: token 0
 
     out = torch.full((B, K + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int64, device=device)
     out[:, :K] = torch.where(ar_k[None, :] < num_acc[:, None], d, PLACEHOLDER_TOKEN_ID)

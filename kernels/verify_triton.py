@@ -10,8 +10,9 @@ the judge test (``h . w + bias > threshold`` computed in the same program, or
 Only then is a second pass made over that position, sampling the recovered
 token by the exponential race ``argmax max(p - q, 0) / E``; if every draft was
 kept, one pass over the bonus position draws ``argmax x - log E``. Masked
-lanes are loaded as -inf (probability 0) and scored below every real lane, and
-the emitted id is clamped to [0, V).
+lanes are loaded as -inf (probability 0) and scored below every real lane; a
+position holding NaN / +inf or only -inf is invalid (nothing aligns there, it
+emits id 0); the emitted id is clamped to [0, V).
 
 Semantics are documented in :mod:`selfjudge.kernels.verify_torch`, the twin.
 The kernel works on the flattened layout (per-request start offsets into the
@@ -27,19 +28,18 @@ import triton
 import triton.language as tl
 
 PLACEHOLDER_TOKEN_ID = -1
-_FP32_MAX = tl.constexpr(3.4028234663852886e38)
 
 
 @triton.jit
 def _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t):
-    """Tile of scaled, sanitised fp32 logits; masked lanes -inf."""
+    """Tile of scaled fp32 logits (masked lanes -inf) and whether it holds NaN / +inf."""
     idx = v0 + offs_v
     mask = idx < V
     x = tl.load(logits_ptr + row_off + idx, mask=mask, other=float("-inf")).to(tl.float32)
     x = x * inv_t
-    x = tl.where(x != x, float("-inf"), x)  # NaN -> -inf
-    x = tl.minimum(x, _FP32_MAX)  # +inf -> largest finite
-    return x, idx, mask
+    bad = tl.max(((x != x) | (x == float("inf"))).to(tl.int32), axis=0)
+    x = tl.where(x != x, float("-inf"), x)  # the position is invalid anyway; keeps max/argmax NaN-free
+    return x, idx, mask, bad
 
 
 @triton.jit
@@ -131,8 +131,10 @@ def _verify_kernel(
             s = tl.zeros((), dtype=tl.float32)
             best = tl.full((), float("-inf"), dtype=tl.float32)
             best_i = tl.zeros((), dtype=tl.int64)
+            bad = tl.zeros((), dtype=tl.int32)
             for v0 in range(0, V, BLOCK_V):
-                x, idx, mask = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+                x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+                bad = bad | tbad
                 tmax = tl.max(x, axis=0)
                 targ = tl.argmax(x, axis=0)
                 if tmax > best:
@@ -143,13 +145,13 @@ def _verify_kernel(
                     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
                     s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
                     m = m_new
-            align = best_i == d
+            # invalid position (NaN, +inf or all -inf): nothing aligns, emits id 0
+            ok = (bad == 0) & (best > float("-inf"))
+            align = ok & (best_i == d)
             if SAMPLING:
-                lse = tl.where(s > 0, m + tl.log(s), float("-inf"))
+                lse = tl.where(ok, m + tl.log(s), float("-inf"))
                 xd = tl.load(logits_ptr + row_off + d).to(tl.float32) * inv_t
-                xd = tl.where(xd != xd, float("-inf"), xd)
-                xd = tl.minimum(xd, _FP32_MAX)
-                pd = tl.where(lse > float("-inf"), tl.exp(xd - lse), 0.0)
+                pd = tl.where(ok, tl.exp(xd - lse), 0.0)
                 if HAS_Q:
                     qd = tl.load(q_ptr + tok * stride_qr + d).to(tl.float32)
                 else:
@@ -170,7 +172,7 @@ def _verify_kernel(
             else:
                 stopped = 1
                 rej_lse = lse
-                rej_amax = best_i
+                rej_amax = tl.where(ok, best_i, 0)
 
     tok_out = rej_amax
     if stopped == 0:
@@ -180,8 +182,10 @@ def _verify_kernel(
         best_i = tl.zeros((), dtype=tl.int64)
         best_s = tl.full((), float("-inf"), dtype=tl.float32)
         best_si = tl.zeros((), dtype=tl.int64)
+        bad = tl.zeros((), dtype=tl.int32)
         for v0 in range(0, V, BLOCK_V):
-            x, idx, mask = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+            x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+            bad = bad | tbad
             tmax = tl.max(x, axis=0)
             targ = tl.argmax(x, axis=0)
             if tmax > best:
@@ -198,6 +202,7 @@ def _verify_kernel(
         tok_out = best_i
         if SAMPLING:
             tok_out = tl.where(is_greedy, best_i, best_si)
+        tok_out = tl.where((bad == 0) & (best > float("-inf")), tok_out, 0)
     else:
         if SAMPLING:
             if greedy_flag == 0:
@@ -212,8 +217,8 @@ def _verify_kernel(
                 best_p = tl.full((), -1.0, dtype=tl.float32)
                 best_pi = tl.zeros((), dtype=tl.int64)
                 for v0 in range(0, V, BLOCK_V):
-                    x, idx, mask = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
-                    p = tl.where(rej_lse > float("-inf"), tl.exp(x - rej_lse), 0.0)
+                    x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+                    p = tl.where(rej_lse > float("-inf"), tl.exp(x - rej_lse), 0.0)  # invalid: all 0 -> id 0
                     if HAS_Q:
                         q = tl.load(q_ptr + (tok0 + j) * stride_qr + idx, mask=mask, other=0.0).to(tl.float32)
                     else:

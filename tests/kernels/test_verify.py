@@ -376,3 +376,27 @@ def test_kernel_compiles_for_h200_without_a_gpu():
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "compiled" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("temp", [0.0, 1.0])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_invalid_position_rejects_and_emits_zero(backend, temp, bad):
+    """A position whose logits hold NaN or +inf is invalid: nothing aligns there, it emits id 0."""
+    V = 100
+    logits = torch.zeros(2, 3, V)
+    logits[:, :, 7] = 10.0  # argmax 7 everywhere
+    logits[0, 0, 50] = bad  # request 0: position 0 invalid
+    logits[1, 2, 3] = bad  # request 1: the bonus position invalid
+    drafts = torch.full((2, 2), 7)
+    noise = draw_noise(2, 2, V, "cpu", seed=0)
+    out = verify(drafts, None, logits, temperature=temp, _noise=noise, backend=backend)
+    assert out.output_token_ids[0].tolist() == [0, -1, -1]
+    assert not out.align_accepted[0].any()
+    assert out.output_token_ids[1, :2].tolist() == [7, 7]
+    assert out.output_token_ids[1, 2].item() == 0
+    # the judge may still accept an invalid position
+    h = torch.ones(2, 2, 1)
+    out = verify(drafts, None, logits, temperature=temp, _noise=noise, backend=backend,
+                 hidden_states=h, judge_weight=torch.ones(1), judge_threshold=0.0)
+    assert out.output_token_ids[0, :2].tolist() == [7, 7]
