@@ -269,8 +269,12 @@ def verify_triton(
     all_greedy: bool,
     block_v: int | None = None,
     num_warps: int | None = None,
+    return_launch: bool = False,
 ):
     """Launch the kernel (one program per request) on flattened inputs.
+
+    ``return_launch=True`` returns ``(grid, args, meta)`` instead of launching,
+    so ``_verify_kernel[grid](*args, **meta)`` can be timed without the wrapper.
 
     Returns ``(output_token_ids [B, K_max+1] int64, num_accepted [B] int64,
     align_accepted [B, K_max] bool, judge_accepted [B, K_max] bool,
@@ -312,25 +316,32 @@ def verify_triton(
     dummy = inv_t
     BV = block_v or _block_v(V)
     BH = max(16, min(triton.next_power_of_2(H), 1024))
-    _verify_kernel[(B,)](
-        out, num_acc, align, jacc, jlog,
-        draft_flat, tok_start.contiguous(), num_draft.contiguous(),
-        logits_rows, logit_start.contiguous(),
-        draft_probs_rows if has_q else dummy,
-        inv_t.float().contiguous(), greedy.to(torch.int8).contiguous(),
-        uniforms if sampling else dummy,
-        exponentials if sampling else dummy,
-        hidden_rows if has_judge else dummy,
-        judge_weight if has_judge else dummy,
-        bias if has_judge else dummy,
-        relaxed_rows if has_relaxed else dummy,
-        float(threshold), K_max, V, H,
-        logits_rows.stride(0),
-        draft_probs_rows.stride(0) if has_q else 0,
-        hidden_rows.stride(0) if has_judge else 0,
-        HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling,
-        BLOCK_V=BV, BLOCK_H=BH, num_warps=num_warps or (8 if BV >= 2048 else 4),
+    launch = (
+        (B,),
+        (
+            out, num_acc, align, jacc, jlog,
+            draft_flat, tok_start.contiguous(), num_draft.contiguous(),
+            logits_rows, logit_start.contiguous(),
+            draft_probs_rows if has_q else dummy,
+            inv_t.float().contiguous(), greedy.to(torch.int8).contiguous(),
+            uniforms if sampling else dummy,
+            exponentials if sampling else dummy,
+            hidden_rows if has_judge else dummy,
+            judge_weight if has_judge else dummy,
+            bias if has_judge else dummy,
+            relaxed_rows if has_relaxed else dummy,
+            float(threshold), K_max, V, H,
+            logits_rows.stride(0),
+            draft_probs_rows.stride(0) if has_q else 0,
+            hidden_rows.stride(0) if has_judge else 0,
+        ),
+        dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling,
+             BLOCK_V=BV, BLOCK_H=BH, num_warps=num_warps or (8 if BV >= 2048 else 4)),
     )
+    if return_launch:
+        return launch  # (grid, args, meta): bench/gpu_check.py times the bare kernel
+    grid, args, meta = launch
+    _verify_kernel[grid](*args, **meta)
     align = align[:, :K_max].view(torch.bool)
     jacc = jacc[:, :K_max].view(torch.bool)
     return out, num_acc, align, jacc, (jlog[:, :K_max] if has_judge else None)

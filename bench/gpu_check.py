@@ -1,0 +1,195 @@
+"""GPU check: compile the Triton kernels on CUDA, compare them with their PyTorch
+twins, and time them. Writes one JSON file with one entry per named check.
+
+    python bench/gpu_check.py --out gpu_check.json            # on a GPU machine (H200), < 5 min
+    python bench/gpu_check.py --dry-run --out /tmp/dry.json   # CPU: tiny shapes, interpreter, no timing claims
+
+Checks are registered in ``CHECKS`` (name -> function(args) -> dict); other
+kernels append their own. A failing check records its error and the script
+carries on; the exit status is 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+HBM_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12}  # peak HBM bandwidth by GPU name
+
+
+def _peak_bw(name: str) -> float | None:
+    for key, bw in HBM_BYTES_PER_S.items():
+        if key in name:
+            return bw
+    return None
+
+
+def _timer(dry: bool):
+    """do_bench on CUDA (median µs); a plain wall-clock median on the CPU dry run."""
+    if not dry:
+        import triton.testing
+
+        return lambda fn: triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+
+    def wall(fn, reps=3):
+        fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return sorted(ts)[len(ts) // 2] * 1e6
+
+    return wall
+
+
+# ------------------------------------------------------------------ verify
+
+
+def check_verify(args) -> dict:
+    import torch
+
+    from selfjudge.kernels import verify
+    from selfjudge.kernels.verify import draw_noise
+    from selfjudge.kernels.verify_triton import _verify_kernel, verify_triton_padded
+
+    dry = args.dry_run
+    device = "cpu" if dry else "cuda"
+    K = 4
+    V = 1000 if dry else 128256
+    batches = [1, 3] if dry else [1, 8, 64]
+    dtype = torch.bfloat16
+    bench = _timer(dry)
+    gpu = "cpu (dry run)" if dry else torch.cuda.get_device_name()
+    peak = None if dry else _peak_bw(gpu)
+    res = {"device": gpu, "K": K, "V": V, "dtype": "bf16", "peak_bytes_per_s": peak, "rows": []}
+    g = torch.Generator(device=device).manual_seed(0)
+    for B in batches:
+        logits = (torch.randn(B, K + 1, V, device=device, generator=g) * 3).to(dtype)
+        am = logits[:, :K].float().argmax(-1)
+        rand_ids = torch.randint(0, V, (B, K), device=device, generator=g)
+        drafts = torch.where(torch.rand(B, K, device=device, generator=g) < 0.7, am, rand_ids)
+        n = torch.full((B,), K, device=device, dtype=torch.long)
+        probs = torch.softmax(logits[:, :K].float() + torch.randn(B, K, V, device=device, generator=g), -1)
+        u, e = draw_noise(B, K, V, device, seed=1)
+        for mode in ("greedy", "sample_no_q", "sample_q_bf16"):
+            temp = 0.0 if mode == "greedy" else 1.0
+            q = probs.to(dtype) if mode == "sample_q_bf16" else None
+            noise = None if mode == "greedy" else (u, e)
+            kw = dict(temperature=temp, _noise=noise)
+            a = verify(drafts, n, logits, q, backend="torch", **kw)
+            b = verify(drafts, n, logits, q, backend="triton", **kw)
+            row_equal = (a.output_token_ids == b.output_token_ids).all(-1)
+            emitted = b.output_token_ids[b.output_token_ids >= 0]
+            row = {
+                "B": B, "mode": mode,
+                "rows_equal_to_twin": int(row_equal.sum()), "rows": B,
+                "ids_in_range": bool(((emitted >= 0) & (emitted < V)).all()),
+                "mean_accepted": float(b.num_accepted.float().mean()),
+            }
+            # bare kernel (outputs preallocated) and the whole op (wrapper included)
+            inv_t = torch.full((B,), 1.0, device=device)
+            greedy = torch.full((B,), temp == 0.0, device=device)
+            grid, largs, meta = verify_triton_padded(
+                drafts, n, logits, q, inv_t, greedy, None if temp == 0 else u, None if temp == 0 else e,
+                None, None, None, 0.0, None, all_greedy=temp == 0.0, return_launch=True)
+            row["kernel_us"] = bench(lambda: _verify_kernel[grid](*largs, **meta))
+            row["op_us"] = bench(lambda: verify(drafts, n, logits, q, backend="triton", **kw))
+            row["twin_us"] = bench(lambda: verify(drafts, n, logits, q, backend="torch", **kw))
+            logit_bytes = logits.numel() * logits.element_size()
+            extra = (q.numel() * q.element_size() if q is not None else 0) + (0 if temp == 0 else e.numel() * 4)
+            row["logit_bytes"] = logit_bytes
+            row["all_bytes_upper_bound"] = logit_bytes + extra
+            row["GBps_logits_once"] = logit_bytes / (row["kernel_us"] * 1e-6) / 1e9
+            if peak:
+                row["frac_of_peak_logits_once"] = row["GBps_logits_once"] * 1e9 / peak
+            res["rows"].append(row)
+            print(json.dumps(row), flush=True)
+    if not dry:
+        # launches per op call (the op should be one kernel plus tiny allocations)
+        B = batches[-1]
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            verify(drafts, n, logits, None, backend="triton", temperature=1.0, _noise=(u, e))
+            torch.cuda.synchronize()
+        names = [evt.name for evt in prof.events() if evt.device_type.name == "CUDA"]
+        res["cuda_kernels_per_op_call"] = names
+        # tile / warp sweep at the largest batch (sampling, no q)
+        sweep = []
+        for bv in (1024, 2048, 4096, 8192):
+            for nw in (4, 8, 16):
+                grid, largs, meta = verify_triton_padded(
+                    drafts, n, logits, None, inv_t, torch.zeros(B, dtype=torch.bool, device=device), u, e,
+                    None, None, None, 0.0, None, all_greedy=False, return_launch=True, block_v=bv, num_warps=nw)
+                try:
+                    us = bench(lambda: _verify_kernel[grid](*largs, **meta))
+                    sweep.append({"BLOCK_V": bv, "num_warps": nw, "kernel_us": us,
+                                  "GBps_logits_once": logits.numel() * 2 / (us * 1e-6) / 1e9})
+                except Exception as exc:  # e.g. out of resources
+                    sweep.append({"BLOCK_V": bv, "num_warps": nw, "error": repr(exc)[:300]})
+        res["sweep_B%d" % B] = sweep
+    # pass criteria: greedy rows bit-exact, sampling rows >= 99% equal (exp rounding on GPU
+    # may flip a comparison that sits within an ulp), all ids in range
+    ok = all(r["ids_in_range"] for r in res["rows"])
+    ok &= all(r["rows_equal_to_twin"] == r["rows"] for r in res["rows"] if r["mode"] == "greedy")
+    ok &= all(r["rows_equal_to_twin"] >= 0.99 * r["rows"] for r in res["rows"])
+    res["ok"] = bool(ok)
+    return res
+
+
+CHECKS = [("verify", check_verify)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="gpu_check.json", help="JSON file to write")
+    parser.add_argument("--only", nargs="*", default=None, help="names of checks to run (default: all)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="CPU, tiny shapes, Triton interpreter: exercises the script without a GPU")
+    args = parser.parse_args(argv)
+    if args.dry_run:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+    import torch
+
+    if not args.dry_run and not torch.cuda.is_available():
+        print("no CUDA device: use --dry-run on a CPU machine", file=sys.stderr)
+        return 2
+    names = [n for n, _ in CHECKS]
+    unknown = set(args.only or []) - set(names)
+    if unknown:
+        parser.error(f"unknown checks {sorted(unknown)}; known: {names}")
+    report = {"python": platform.python_version(), "torch": torch.__version__, "dry_run": args.dry_run,
+              "checks": {}}
+    try:
+        import triton
+
+        report["triton"] = triton.__version__
+    except ImportError:
+        pass
+    failed = False
+    for name, fn in CHECKS:
+        if args.only and name not in args.only:
+            continue
+        t0 = time.time()
+        try:
+            result = fn(args)
+        except Exception:
+            result = {"ok": False, "error": traceback.format_exc()[-4000:]}
+        result["seconds"] = time.time() - t0
+        failed |= not result.get("ok", False)
+        report["checks"][name] = result
+        with open(args.out, "w") as f:  # rewrite after every check: partial results survive a timeout
+            json.dump(report, f, indent=2)
+        print(f"[{name}] ok={result.get('ok')} in {result['seconds']:.1f}s", flush=True)
+    print(f"wrote {args.out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
