@@ -17,6 +17,8 @@ JOB_MODULES: list[str] = [
     "selfjudge.judge.autojudge",
     "selfjudge.labelling.pipeline",
     "selfjudge.engine.cli",
+    "selfjudge.models.distill",
+    "selfjudge.demo",
 ]
 
 

