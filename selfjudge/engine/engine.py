@@ -137,12 +137,21 @@ class SpeculativeEngine:
             if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= V:
                 raise ValueError(f"draft_vocab must be non-empty token ids in [0, {V})")
             head = draft.get_output_embeddings()
+            if hasattr(head, "vocab_ids"):
+                raise ValueError("draft_vocab: this draft's LM head is already restricted to a sub-vocabulary")
             self.draft_vocab = ids.to(self.device)  # [Vd]
             self._draft_head = (
                 head.weight.detach()[self.draft_vocab].contiguous(),  # [Vd, H]
                 None if getattr(head, "bias", None) is None else head.bias.detach()[self.draft_vocab],
             )
             self._vocab = V
+        elif draft is not None and hasattr(draft.get_output_embeddings(), "vocab_ids"):
+            # a draft whose head is already restricted (selfjudge.models SubVocabHead): use
+            # its sub-vocabulary logits directly instead of the min-filled [B, V] logits
+            head = draft.get_output_embeddings()
+            self.draft_vocab = head.vocab_ids.to(self.device)  # [Vs]
+            self._draft_head = (head.weight.detach(), None)  # [Vs, H]
+            self._vocab = _vocab_size(draft)
 
     # ------------------------------------------------------------------ inputs
     def _encode(self, prompts, chat: bool) -> list[list[int]]:
@@ -439,7 +448,9 @@ class SpeculativeEngine:
 
 
 def _vocab_size(model) -> int:
-    return int(model.get_output_embeddings().weight.shape[0])
+    """Output vocabulary size (config first: a restricted head has fewer weight rows)."""
+    v = getattr(model.config, "vocab_size", None)
+    return int(v) if v is not None else int(model.get_output_embeddings().weight.shape[0])
 
 
 def _eos_ids(eos_token_id, target, tokenizer) -> set[int]:

@@ -316,3 +316,30 @@ def test_draft_vocab_subset_is_lossless_and_restricts_proposals(pair, greedy_ref
         assert all(t in allowed for i, t in enumerate(r.token_ids) if i % (K + 1) != K)
     with pytest.raises(ValueError, match="draft_vocab"):
         SpeculativeEngine(target, draft, None, draft_vocab=torch.tensor([V]))
+
+
+def test_draft_with_restricted_head_uses_its_sub_vocabulary(pair, greedy_refs):
+    """A draft whose LM head has ``vocab_ids`` (selfjudge.models' SubVocabHead) is run through it."""
+    target, draft = pair
+
+    class SubHead(torch.nn.Module):
+        def __init__(self, full, ids):
+            super().__init__()
+            self.weight = torch.nn.Parameter(full.weight.detach()[ids].clone(), requires_grad=False)
+            self.register_buffer("vocab_ids", ids)
+
+        def forward(self, h):
+            sub = torch.nn.functional.linear(h, self.weight)
+            out = sub.new_full((*sub.shape[:-1], V), torch.finfo(sub.dtype).min)
+            out[..., self.vocab_ids] = sub
+            return out
+
+    ids = torch.arange(1, V, 3)
+    restricted = copy.deepcopy(draft)
+    restricted.lm_head = SubHead(draft.lm_head, ids)
+    eng = SpeculativeEngine(target, restricted, None, num_draft_tokens=3, eos_token_id=[])
+    assert eng.draft_vocab is not None and eng.draft_vocab.numel() == ids.numel()
+    ref = SpeculativeEngine(target, draft, None, num_draft_tokens=3, eos_token_id=[], draft_vocab=ids)
+    a, b = eng.generate(PROMPTS, max_new_tokens=N), ref.generate(PROMPTS, max_new_tokens=N)
+    assert [r.token_ids for r in a] == greedy_refs == [r.token_ids for r in b]
+    assert [r.stats.accepted_tokens for r in a] == [r.stats.accepted_tokens for r in b]
