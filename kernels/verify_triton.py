@@ -32,14 +32,22 @@ PLACEHOLDER_TOKEN_ID = -1
 
 @triton.jit
 def _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t):
-    """Tile of scaled fp32 logits (masked lanes -inf) and whether it holds NaN / +inf."""
+    """Tile of scaled fp32 logits (masked lanes -inf) and, per lane, whether it is NaN / +inf."""
     idx = v0 + offs_v
     mask = idx < V
     x = tl.load(logits_ptr + row_off + idx, mask=mask, other=float("-inf")).to(tl.float32)
     x = x * inv_t
-    bad = tl.max(((x != x) | (x == float("inf"))).to(tl.int32), axis=0)
+    bad = (x != x) | (x == float("inf"))  # per lane
     x = tl.where(x != x, float("-inf"), x)  # the position is invalid anyway; keeps max/argmax NaN-free
     return x, idx, mask, bad
+
+
+@triton.jit
+def _lane_argmax(best, best_i):
+    """Reduce per-lane running maxima to (max, first index attaining it)."""
+    g = tl.max(best, axis=0)
+    idx = tl.min(tl.where(best == g, best_i, 2147483647), axis=0)
+    return g, idx.to(tl.int64)
 
 
 @triton.jit
@@ -126,25 +134,28 @@ def _verify_kernel(
             if HAS_RELAXED:
                 jacc = jacc | (tl.load(relaxed_ptr + tok) != 0)
 
-            # pass 1 over V: online max / sum-exp and argmax
+            # pass 1 over V: online log-sum-exp and argmax with per-lane
+            # accumulators; one reduction per tile (the tile max, for the
+            # shared shift m), the rest reduced once per position
             m = tl.full((), float("-inf"), dtype=tl.float32)
-            s = tl.zeros((), dtype=tl.float32)
-            best = tl.full((), float("-inf"), dtype=tl.float32)
-            best_i = tl.zeros((), dtype=tl.int64)
-            bad = tl.zeros((), dtype=tl.int32)
+            s_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
+            best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+            besti_l = offs_v
+            bad_l = offs_v < 0
             for v0 in range(0, V, BLOCK_V):
                 x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
-                bad = bad | tbad
-                tmax = tl.max(x, axis=0)
-                targ = tl.argmax(x, axis=0)
-                if tmax > best:
-                    best = tmax
-                    best_i = v0 + targ.to(tl.int64)
+                bad_l = bad_l | tbad
+                upd = x > best_l  # strict: earliest index per lane
+                best_l = tl.where(upd, x, best_l)
+                besti_l = tl.where(upd, idx, besti_l)
                 if SAMPLING:
-                    m_new = tl.maximum(m, tmax)
+                    m_new = tl.maximum(m, tl.max(x, axis=0))
                     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-                    s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+                    s_l = s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
                     m = m_new
+            best, best_i = _lane_argmax(best_l, besti_l)
+            bad = tl.max(bad_l.to(tl.int32), axis=0)
+            s = tl.sum(s_l, axis=0)
             # invalid position (NaN, +inf or all -inf): nothing aligns, emits id 0
             ok = (bad == 0) & (best > float("-inf"))
             align = ok & (best_i == d)
@@ -178,27 +189,26 @@ def _verify_kernel(
     if stopped == 0:
         # bonus token from position n: greedy argmax x, sampling argmax x - log E
         row_off = (row0 + n) * stride_lr
-        best = tl.full((), float("-inf"), dtype=tl.float32)
-        best_i = tl.zeros((), dtype=tl.int64)
-        best_s = tl.full((), float("-inf"), dtype=tl.float32)
-        best_si = tl.zeros((), dtype=tl.int64)
-        bad = tl.zeros((), dtype=tl.int32)
+        best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        besti_l = offs_v
+        bests_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        bestsi_l = offs_v
+        bad_l = offs_v < 0
         for v0 in range(0, V, BLOCK_V):
             x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
-            bad = bad | tbad
-            tmax = tl.max(x, axis=0)
-            targ = tl.argmax(x, axis=0)
-            if tmax > best:
-                best = tmax
-                best_i = v0 + targ.to(tl.int64)
+            bad_l = bad_l | tbad
+            upd = x > best_l
+            best_l = tl.where(upd, x, best_l)
+            besti_l = tl.where(upd, idx, besti_l)
             if SAMPLING:
                 e = tl.load(e_ptr + b * V + idx, mask=mask, other=1.0)
                 sc = tl.where(mask, x - tl.log(e), float("-inf"))
-                smax = tl.max(sc, axis=0)
-                sarg = tl.argmax(sc, axis=0)
-                if smax > best_s:
-                    best_s = smax
-                    best_si = v0 + sarg.to(tl.int64)
+                upd = sc > bests_l
+                bests_l = tl.where(upd, sc, bests_l)
+                bestsi_l = tl.where(upd, idx, bestsi_l)
+        best, best_i = _lane_argmax(best_l, besti_l)
+        best_s, best_si = _lane_argmax(bests_l, bestsi_l)
+        bad = tl.max(bad_l.to(tl.int32), axis=0)
         tok_out = best_i
         if SAMPLING:
             tok_out = tl.where(is_greedy, best_i, best_si)
@@ -212,10 +222,10 @@ def _verify_kernel(
                 row_off = (row0 + j) * stride_lr
                 dj = tl.load(draft_ptr + tok0 + j)
                 dj = tl.minimum(tl.maximum(dj, 0), V - 1)
-                best_r = tl.full((), -1.0, dtype=tl.float32)
-                best_ri = tl.zeros((), dtype=tl.int64)
-                best_p = tl.full((), -1.0, dtype=tl.float32)
-                best_pi = tl.zeros((), dtype=tl.int64)
+                br_l = tl.full((BLOCK_V,), -1.0, dtype=tl.float32)
+                bri_l = offs_v
+                bp_l = tl.full((BLOCK_V,), -1.0, dtype=tl.float32)
+                bpi_l = offs_v
                 for v0 in range(0, V, BLOCK_V):
                     x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
                     p = tl.where(rej_lse > float("-inf"), tl.exp(x - rej_lse), 0.0)  # invalid: all 0 -> id 0
@@ -225,18 +235,16 @@ def _verify_kernel(
                         q = tl.where(idx == dj, 1.0, 0.0)
                     r = tl.maximum(p - q, 0.0)
                     e = tl.load(e_ptr + b * V + idx, mask=mask, other=1.0)
-                    sr = tl.where(mask, r / e, -1.0)
+                    sr = tl.where(mask, r / e, -1.0)  # masked lanes below every real score (>= 0)
                     sp = tl.where(mask, p / e, -1.0)
-                    rmax = tl.max(sr, axis=0)
-                    rarg = tl.argmax(sr, axis=0)
-                    pmax = tl.max(sp, axis=0)
-                    parg = tl.argmax(sp, axis=0)
-                    if rmax > best_r:
-                        best_r = rmax
-                        best_ri = v0 + rarg.to(tl.int64)
-                    if pmax > best_p:
-                        best_p = pmax
-                        best_pi = v0 + parg.to(tl.int64)
+                    upd = sr > br_l
+                    br_l = tl.where(upd, sr, br_l)
+                    bri_l = tl.where(upd, idx, bri_l)
+                    upd = sp > bp_l
+                    bp_l = tl.where(upd, sp, bp_l)
+                    bpi_l = tl.where(upd, idx, bpi_l)
+                best_r, best_ri = _lane_argmax(br_l, bri_l)
+                best_p, best_pi = _lane_argmax(bp_l, bpi_l)
                 tok_out = tl.where(best_r > 0, best_ri, best_pi)
     tok_out = tl.minimum(tl.maximum(tok_out, 0), V - 1)
     tl.store(out_ptr + b * (K_max + 1) + n_acc, tok_out)
