@@ -210,10 +210,15 @@ def run_selfjudge(argv: list[str]) -> int:
     ap.add_argument("--autojudge", required=True, help="AutoJudge label dir whose prompts to label")
     ap.add_argument("--out", required=True, help="new SelfJudge label dir")
     ap.add_argument("--pair", default="smollm2-135m")
+    ap.add_argument("--draft", default=None, help="draft folder (use the AutoJudge run's)")
     ap.add_argument("--window", type=int, default=20)
     ap.add_argument("--tau", type=float, default=0.0)
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (use the same as the AutoJudge run)")
     args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     import selfjudge.labelling.pipeline as pipeline
     from selfjudge.labelling.shards import read_progress
@@ -234,7 +239,9 @@ def run_selfjudge(argv: list[str]) -> int:
     limit = max(pos[p] for p in aj_prompts) + 1
     if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
         raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
-    pair = load_pair(args.pair)
+    from selfjudge.judge.autojudge import pair_dirs
+
+    pair = load_pair(*pair_dirs(args.pair, args.draft))
     counts = {"generate_tokens": 0, "score_tokens": 0}
     phase = {"name": "score_tokens"}
 
@@ -256,7 +263,7 @@ def run_selfjudge(argv: list[str]) -> int:
 
     pipeline.generate_responses = counted_generate
     try:
-        pipeline.label(args.pair, None, task, out=args.out, window=args.window, tau=args.tau, limit=limit,
+        pipeline.label(args.pair, args.draft, task, out=args.out, window=args.window, tau=args.tau, limit=limit,
                        split=split, batch_size=args.batch_size, max_new_tokens=aj_man.get("max_new_tokens"),
                        pair=pair)
     finally:

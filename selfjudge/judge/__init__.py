@@ -4,9 +4,9 @@
 mining (transformers) are imported from their modules on use.
 """
 
-from selfjudge.judge.verifier import FORMAT, Verifier, load_verifier, save_verifier
+from selfjudge.judge.verifier import FORMAT, Verifier, load_verifier, save_verifier, shipped_verifier_path
 
-__all__ = ["FORMAT", "Verifier", "load_verifier", "save_verifier", "fit_verifier", "train_from_labels"]
+__all__ = ["FORMAT", "Verifier", "load_verifier", "save_verifier", "shipped_verifier_path", "fit_verifier", "train_from_labels"]
 
 
 def __getattr__(name):

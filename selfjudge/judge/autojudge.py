@@ -363,15 +363,24 @@ def summarise(records: list[dict[str, Any]], method: str) -> dict[str, Any]:
     return out
 
 
+def pair_dirs(pair: str, draft: str | None) -> tuple[str, str | None]:
+    """Arguments for ``load_pair``: the default pair's target folder when only the draft is overridden."""
+    if draft is not None and pair == "smollm2-135m":
+        from selfjudge.models.gguf_convert import ensure_smollm2_target
+
+        return str(ensure_smollm2_target(verbose=False)), draft
+    return pair, draft
+
+
 def _run(args: argparse.Namespace) -> int:
     from selfjudge.models import load_pair
     from selfjudge.tasks import load_task
 
     command = "selfjudge " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    pair = load_pair(args.pair)
+    torch.set_num_threads(args.threads)
+    pair = load_pair(*pair_dirs(args.pair, args.draft))
     for m in (pair.target, pair.draft):
         m.eval()
-    torch.set_num_threads(args.threads) if args.threads else None
     task = load_task(args.task)
     examples = task.examples(args.split, limit=args.limit)
     summary = mine_task(
@@ -387,7 +396,7 @@ def _run(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         # same ids as the labelling pipeline's manifests (and what verifiers are checked against)
         target_id=args.target_id or args.pair,
-        draft_id=args.draft_id or f"{args.pair}:draft",
+        draft_id=args.draft_id or args.draft or f"{args.pair}:draft",
         task_name=args.task,
         command=command,
     )
@@ -400,6 +409,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("autojudge-label", help="mine AutoJudge labels (answer-checking regenerations)")
     p.add_argument("--task", required=True, choices=["gsm8k", "humaneval"])
     p.add_argument("--pair", default="smollm2-135m", help="model pair name or target path (load_pair)")
+    p.add_argument("--draft", default=None, help="draft folder overriding the pair's draft")
     p.add_argument("--split", default="train")
     p.add_argument("--limit", type=int, default=None, help="number of prompts")
     p.add_argument("--out", required=True, help="label dir")
@@ -409,6 +419,6 @@ def register(subparsers) -> None:
                    help="label each reached mismatch with this probability (others are stepped over unswapped)")
     p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --pair)")
     p.add_argument("--draft-id", default=None)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
     p.set_defaults(func=_run)

@@ -88,6 +88,18 @@ class Verifier:
         save_verifier(self, path)
 
 
+def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m", task: str = "gsm8k") -> str:
+    """Path of a verifier shipped in ``selfjudge/assets/verifiers/`` (``<pair>-<task>-<method>.safetensors``)."""
+    if method not in ("selfjudge", "autojudge"):
+        raise ValueError(f"method must be 'selfjudge' or 'autojudge', got {method!r}")
+    from importlib.resources import files
+
+    path = files("selfjudge") / "assets" / "verifiers" / f"{pair}-{task}-{method}.safetensors"
+    if not path.is_file():
+        raise ValueError(f"no shipped verifier for method={method!r}, pair={pair!r}, task={task!r} ({path})")
+    return str(path)
+
+
 def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     """Write ``verifier`` to ``path`` (safetensors + JSON header metadata)."""
     from safetensors.torch import save_file
