@@ -80,28 +80,23 @@ def native_verify(
     # (greedy rows), logsumexp (sampling rows) and whether the row is valid
     # (no NaN, no +inf, not all -inf). On CPU sampling rows are processed in
     # cache-sized chunks so no [B, K+1, V] temporary is ever written.
-    rows = target_logits.reshape(B * (K + 1), V)  # [B*(K+1), V]
-    N = rows.shape[0]
     lse = amax = None
     if all_greedy:
-        maxval, amax = torch.max(rows, -1)  # [B*(K+1)] (NaN propagates into maxval)
+        maxval, amax = torch.max(target_logits, -1)  # [B, K+1] (NaN propagates into maxval)
         ok = torch.isfinite(maxval)
     else:
-        inv_rows = inv_temperature.repeat_interleave(K + 1)[:, None]  # [B*(K+1), 1]
-        chunk = max(1, _CHUNK_ELEMS // V) if device.type == "cpu" else N
-        lse = torch.empty(N, dtype=torch.float32, device=device)
-        amax = torch.empty(N, dtype=torch.int64, device=device) if any_greedy else None
-        for r0 in range(0, N, chunk):
-            xc = rows[r0 : r0 + chunk].float()
+        # chunks of whole requests; works on strided slices without a copy
+        chunk = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if device.type == "cpu" else B
+        lse = torch.empty(B, K + 1, dtype=torch.float32, device=device)
+        amax = torch.empty(B, K + 1, dtype=torch.int64, device=device) if any_greedy else None
+        for b0 in range(0, B, chunk):
+            xc = target_logits[b0 : b0 + chunk].float()  # [b, K+1, V]
             if not unit_scale:
-                xc = xc * inv_rows[r0 : r0 + chunk]
-            torch.logsumexp(xc, -1, out=lse[r0 : r0 + chunk])
+                xc = xc * inv_temperature[b0 : b0 + chunk, None, None]
+            torch.logsumexp(xc, -1, out=lse[b0 : b0 + chunk])
             if amax is not None:
-                torch.argmax(xc, -1, out=amax[r0 : r0 + chunk])
+                torch.argmax(xc, -1, out=amax[b0 : b0 + chunk])
         ok = torch.isfinite(lse)  # NaN / +inf give NaN / inf, all -inf gives -inf
-        lse = lse.view(B, K + 1)  # [B, K+1]
-    ok = ok.view(B, K + 1)  # [B, K+1]
-    amax = amax.view(B, K + 1) if amax is not None else None  # [B, K+1]
     ok_k = ok[:, :K]
 
     if any_greedy:

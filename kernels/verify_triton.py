@@ -63,7 +63,7 @@ def _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H: tl.const
     return tl.sum(acc, axis=0) + tl.load(bias_ptr + b)
 
 
-@triton.jit(do_not_specialize=["threshold", "K_max", "stride_lr", "stride_qr", "stride_hr"])
+@triton.jit(do_not_specialize=["threshold", "K_max", "stride_lb", "stride_lr", "stride_qr", "stride_hr"])
 def _verify_kernel(
     out_ptr,  # [B, K_max+1] int64, pre-filled with -1
     num_acc_ptr,  # [B] int64
@@ -73,7 +73,7 @@ def _verify_kernel(
     draft_ptr,  # [T] int64 draft tokens, all requests concatenated
     tok_start_ptr,  # [B] int64 first draft row of request b
     num_draft_ptr,  # [B] int64 drafts of request b, in [0, K_max]
-    logits_ptr,  # [R, V] float target logits rows (unit column stride)
+    logits_ptr,  # [R, V] float target logits rows (unit column stride), or [B, K+1, V] strided
     logit_start_ptr,  # [B] int64 first logits row of request b (n_b drafts then bonus)
     q_ptr,  # [T, V] float draft probabilities (HAS_Q)
     inv_t_ptr,  # [B] fp32 1/temperature (1 for greedy rows)
@@ -88,6 +88,7 @@ def _verify_kernel(
     K_max,
     V,
     H,
+    stride_lb,
     stride_lr,
     stride_qr,
     stride_hr,
@@ -122,7 +123,7 @@ def _verify_kernel(
     for i in range(0, n):
         if stopped == 0:
             tok = tok0 + i
-            row_off = (row0 + i) * stride_lr
+            row_off = b * stride_lb + (row0 + i) * stride_lr
             d = tl.load(draft_ptr + tok)
             d = tl.minimum(tl.maximum(d, 0), V - 1)
 
@@ -188,7 +189,7 @@ def _verify_kernel(
     tok_out = rej_amax
     if stopped == 0:
         # bonus token from position n: greedy argmax x, sampling argmax x - log E
-        row_off = (row0 + n) * stride_lr
+        row_off = b * stride_lb + (row0 + n) * stride_lr
         best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
         besti_l = offs_v
         bests_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
@@ -219,7 +220,7 @@ def _verify_kernel(
                 # recovered token at the first rejection: exponential race over
                 # max(p - q, 0) / E, falling back to p / E when that is all zero
                 j = n_acc
-                row_off = (row0 + j) * stride_lr
+                row_off = b * stride_lb + (row0 + j) * stride_lr
                 dj = tl.load(draft_ptr + tok0 + j)
                 dj = tl.minimum(tl.maximum(dj, 0), V - 1)
                 br_l = tl.full((BLOCK_V,), -1.0, dtype=tl.float32)
@@ -278,9 +279,12 @@ def verify_triton(
     block_v: int | None = None,
     num_warps: int | None = None,
     return_launch: bool = False,
+    logits_batch_stride: int = 0,
 ):
     """Launch the kernel (one program per request) on flattened inputs.
 
+    ``logits_batch_stride`` (padded form): logits row of (b, i) is
+    ``b * logits_batch_stride + (logit_start[b] + i) * row_stride``.
     ``return_launch=True`` returns ``(grid, args, meta)`` instead of launching,
     so ``_verify_kernel[grid](*args, **meta)`` can be timed without the wrapper.
 
@@ -291,6 +295,10 @@ def verify_triton(
     B = num_draft.shape[0]
     V = logits_rows.shape[1]
     device = logits_rows.device
+    if B == 0:
+        e = torch.empty(0, K_max, device=device)
+        return (torch.empty(0, K_max + 1, dtype=torch.int64, device=device), torch.empty(0, dtype=torch.int64, device=device),
+                e.bool(), e.bool(), e if judge_weight is not None else None)
     if logits_rows.stride(1) != 1:
         logits_rows = logits_rows.contiguous()
     has_q = draft_probs_rows is not None
@@ -339,6 +347,7 @@ def verify_triton(
             bias if has_judge else dummy,
             relaxed_rows if has_relaxed else dummy,
             float(threshold), K_max, V, H,
+            logits_batch_stride,
             logits_rows.stride(0),
             draft_probs_rows.stride(0) if has_q else 0,
             hidden_rows.stride(0) if has_judge else 0,
@@ -378,18 +387,22 @@ def verify_triton_padded(
     V = target_logits.shape[-1]
     device = target_logits.device
     ar = torch.arange(B, device=device, dtype=torch.int64)
+    # strided view of the logits (e.g. a [:, -(K+1):] slice of the model output): no copy
+    if target_logits.stride(2) != 1:
+        target_logits = target_logits.contiguous()
+    logits_rows = target_logits[0] if B > 0 else target_logits.reshape(0, V)  # [K+1, V] view: base pointer, row stride
     return verify_triton(
         draft.reshape(B * K),
         ar * K,
         num_draft.clamp(0, K),
-        target_logits.reshape(B * (K + 1), V),
-        ar * (K + 1),
+        logits_rows,
+        torch.zeros_like(ar),
         draft_probs.reshape(B * K, V) if draft_probs is not None else None,
         inv_t, greedy, uniforms, exponentials,
         hidden_states.reshape(B * K, -1) if hidden_states is not None else None,
         judge_weight, bias, threshold,
         relaxed_accept.reshape(B * K) if relaxed_accept is not None else None,
-        K_max=K, all_greedy=all_greedy, **launch,
+        K_max=K, all_greedy=all_greedy, logits_batch_stride=target_logits.stride(0), **launch,
     )
 
 

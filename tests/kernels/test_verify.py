@@ -400,3 +400,20 @@ def test_invalid_position_rejects_and_emits_zero(backend, temp, bad):
     out = verify(drafts, None, logits, temperature=temp, _noise=noise, backend=backend,
                  hidden_states=h, judge_weight=torch.ones(1), judge_threshold=0.0)
     assert out.output_token_ids[0, :2].tolist() == [7, 7]
+
+
+@pytest.mark.parametrize("temp", [0.0, 1.0])
+def test_strided_logits_slice_matches_contiguous(temp):
+    """target_logits may be a [:, -(K+1):] slice of the model output (no copy in the kernel)."""
+    B, K, V, L = 3, 4, 100, 9
+    g = torch.Generator().manual_seed(0)
+    full = torch.randn(B, L, V, generator=g)
+    sliced = full[:, -(K + 1):]
+    assert not sliced.is_contiguous()
+    drafts = sliced[:, :K].argmax(-1)
+    drafts[1, 2] = (drafts[1, 2] + 1) % V
+    noise = draw_noise(B, K, V, "cpu", seed=0)
+    ref = verify(drafts, None, sliced.contiguous(), temperature=temp, _noise=noise, backend="torch")
+    for backend in ("torch", "triton"):
+        out = verify(drafts, None, sliced, temperature=temp, _noise=noise, backend=backend)
+        assert torch.equal(out.output_token_ids, ref.output_token_ids)
