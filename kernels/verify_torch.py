@@ -38,11 +38,10 @@ import torch
 PLACEHOLDER_TOKEN_ID = -1
 
 
-_CHUNK_ELEMS = 1 << 18  # CPU: logits rows per chunk so one fp32 chunk is ~1 MB (cache-resident)
-_ROW_CHUNK_ELEMS = 1 << 16  # CPU: requests per chunk of the emission step (~256 KB temporaries)
+_CHUNK_ELEMS = 1 << 18  # CPU: requests per block so one block of fp32 logits is ~1 MB (cache-resident)
 
 
-def native_verify(
+def _verify_block(
     draft_token_ids: torch.Tensor,  # [B, K] int64
     num_draft_tokens: torch.Tensor,  # [B] int64
     target_logits: torch.Tensor,  # [B, K+1, V] float
@@ -86,7 +85,7 @@ def native_verify(
         ok = torch.isfinite(maxval)
     else:
         # chunks of whole requests; works on strided slices without a copy
-        chunk = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if device.type == "cpu" else B
+        chunk = B  # native_verify already cut the batch into cache-sized blocks
         lse = torch.empty(B, K + 1, dtype=torch.float32, device=device)
         amax = torch.empty(B, K + 1, dtype=torch.int64, device=device) if any_greedy else None
         for b0 in range(0, B, chunk):
@@ -140,7 +139,7 @@ def native_verify(
         lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
         lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
         j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
-        rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
+        rchunk = B
         for b0 in range(0, B, rchunk):
             b1 = min(B, b0 + rchunk)
             ar_b = torch.arange(b0, b1, device=device)
@@ -178,3 +177,48 @@ def native_verify(
     if judge_logits is not None:
         judge_logits = torch.where(valid, judge_logits, float("nan"))
     return out, num_acc, align & evaluated, judge & evaluated, judge_logits
+
+
+def native_verify(
+    draft_token_ids: torch.Tensor,  # [B, K] int64
+    num_draft_tokens: torch.Tensor,  # [B] int64
+    target_logits: torch.Tensor,  # [B, K+1, V] float
+    draft_probs: torch.Tensor | None,  # [B, K, V] float or None
+    inv_temperature: torch.Tensor,  # [B] fp32 (1 for greedy rows)
+    greedy: torch.Tensor,  # [B] bool
+    uniforms: torch.Tensor | None,  # [B, K] fp64 in (0, 1] (None iff all_greedy)
+    exponentials: torch.Tensor | None,  # [B, V] fp32 > 0 (None iff all_greedy)
+    judge_logits: torch.Tensor | None,  # [B, K] fp32 (h . w + bias) or None
+    judge_threshold: float,
+    relaxed_accept: torch.Tensor | None,  # [B, K] bool or None
+    *,
+    all_greedy: bool,
+    any_greedy: bool,
+    unit_scale: bool = False,
+):
+    """Standard (optionally judge-relaxed) speculative verification, padded layout.
+
+    Inputs are assumed validated by :func:`selfjudge.kernels.verify`.
+    ``unit_scale`` (every ``inv_temperature`` is 1, known on the host) skips
+    the multiplication, which would not change a bit. Returns
+    ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
+    align_accepted [B, K] bool, judge_accepted [B, K] bool,
+    judge_logits [B, K] fp32 | None)``.
+
+    On CPU the batch is processed in blocks of requests whose logits fit in
+    about 1 MB, so each block's logits are read from memory once and every
+    temporary stays in cache (the block size depends on shapes only).
+    """
+    B, K = draft_token_ids.shape
+    V = target_logits.shape[-1]
+    kw = dict(all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale)
+    block = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if target_logits.device.type == "cpu" else B
+    args = (draft_token_ids, num_draft_tokens, target_logits, draft_probs, inv_temperature, greedy, uniforms,
+            exponentials, judge_logits, judge_threshold, relaxed_accept)
+    if B <= block:
+        return _verify_block(*args, **kw)
+    parts = []
+    for b0 in range(0, B, block):
+        sl = [a[b0 : b0 + block] if isinstance(a, torch.Tensor) else a for a in args]
+        parts.append(_verify_block(*sl, **kw))
+    return tuple(torch.cat([p[i] for p in parts]) if parts[0][i] is not None else None for i in range(5))

@@ -417,3 +417,21 @@ def test_strided_logits_slice_matches_contiguous(temp):
     for backend in ("torch", "triton"):
         out = verify(drafts, None, sliced, temperature=temp, _noise=noise, backend=backend)
         assert torch.equal(out.output_token_ids, ref.output_token_ids)
+
+
+def test_twin_cpu_blocks_equal_one_block():
+    """The CPU twin cuts large batches into cache-sized blocks of requests; same result as one block."""
+    from selfjudge.kernels.verify_torch import _CHUNK_ELEMS, _verify_block, native_verify
+
+    B, K, V = 6, 4, 30000
+    assert _CHUNK_ELEMS // ((K + 1) * V) < B  # really several blocks
+    case = make_case(B, K, V, seed=3, hidden=4)
+    u, e = draw_noise(B, K, V, "cpu", seed=0)
+    jl = case["h"] @ case["w"]
+    args = (case["drafts"], case["n"], case["logits"], case["q"], torch.full((B,), 1 / 0.9),
+            torch.zeros(B, dtype=torch.bool), u, e, jl, 0.3, None)
+    a = native_verify(*args, all_greedy=False, any_greedy=False)
+    b = _verify_block(*args, all_greedy=False, any_greedy=False)
+    for x, y in zip(a[:4], b[:4]):
+        assert torch.equal(x, y)
+    torch.testing.assert_close(a[4], b[4], equal_nan=True)
