@@ -212,8 +212,13 @@ def run_selfjudge(argv: list[str]) -> int:
     ap.add_argument("--pair", default="smollm2-135m")
     ap.add_argument("--draft", default=None, help="draft folder (use the AutoJudge run's)")
     ap.add_argument("--window", type=int, default=20)
-    ap.add_argument("--tau", type=float, default=0.0)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--tau", type=float, default=None, help="label = score > tau (default 0)")
+    g.add_argument("--tau-quantile", type=float, default=None, help="tau = this quantile of the run's scores")
     ap.add_argument("--batch-size", type=int, default=4)
+    ap.add_argument("--limit", type=int, default=None,
+                    help="label the first LIMIT prompts of the split (default: exactly the AutoJudge dir's prompts)")
+    ap.add_argument("--max-new-tokens", type=int, default=None, help="default: the AutoJudge manifest's")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (use the same as the AutoJudge run)")
     args = ap.parse_args(argv)
     import torch
@@ -229,16 +234,18 @@ def run_selfjudge(argv: list[str]) -> int:
         raise ValueError(f"out: {args.out} already holds labels; token counts need one fresh run")
     with open(os.path.join(args.autojudge, "manifest.json")) as f:
         aj_man = json.load(f)
-    aj_prompts = [p for b in _batches(args.autojudge) for p in b["prompt_ids"]]
     from selfjudge.tasks import load_task
 
     task = load_task(aj_man["task"])
     split = aj_man.get("split", "train")
-    examples = task.examples(split)
-    pos = {ex.prompt_id: k for k, ex in enumerate(examples)}
-    limit = max(pos[p] for p in aj_prompts) + 1
-    if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
-        raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
+    if args.limit is not None:
+        limit = args.limit
+    else:
+        aj_prompts = [p for b in _batches(args.autojudge) for p in b["prompt_ids"]]
+        pos = {ex.prompt_id: k for k, ex in enumerate(task.examples(split))}
+        limit = max(pos[p] for p in aj_prompts) + 1
+        if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
+            raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
     from selfjudge.judge.autojudge import pair_dirs
 
     pair = load_pair(*pair_dirs(args.pair, args.draft))
@@ -263,13 +270,22 @@ def run_selfjudge(argv: list[str]) -> int:
 
     pipeline.generate_responses = counted_generate
     try:
-        pipeline.label(args.pair, args.draft, task, out=args.out, window=args.window, tau=args.tau, limit=limit,
-                       split=split, batch_size=args.batch_size, max_new_tokens=aj_man.get("max_new_tokens"),
+        tau = 0.0 if args.tau is None and args.tau_quantile is None else args.tau
+        pipeline.label(args.pair, args.draft, task, out=args.out, window=args.window, tau=tau,
+                       tau_quantile=args.tau_quantile, limit=limit,
+                       split=split, batch_size=args.batch_size,
+                       max_new_tokens=args.max_new_tokens or aj_man.get("max_new_tokens"),
                        pair=pair)
     finally:
         pipeline.generate_responses = orig_gen
         handle.remove()
     counts["prompt_ids"] = [p for b in read_progress(args.out) for p in b["prompt_ids"]]
+    man_path = os.path.join(args.out, "manifest.json")
+    with open(man_path) as f:
+        man = json.load(f)
+    man["command"] = "python bench/compare_judges.py run-selfjudge " + " ".join(argv)
+    with open(man_path, "w") as f:
+        json.dump(man, f, indent=2)
     with open(os.path.join(args.out, COUNTS), "w") as f:
         json.dump(counts, f, indent=1)
     print(json.dumps({k: v for k, v in counts.items() if k != "prompt_ids"}))

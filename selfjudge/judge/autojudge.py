@@ -265,6 +265,7 @@ def mine_task(
     task_name: str | None = None,
     command: str | None = None,
     progress: bool = True,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """Mine AutoJudge labels for ``examples`` into ``out_dir`` (label-shard format, resumable)."""
     from tqdm import tqdm
@@ -277,6 +278,7 @@ def mine_task(
         "target": target_id or model_id(target),
         "draft": draft_id or model_id(draft),
         "task": task_name or getattr(task, "name", type(task).__name__),
+        "split": split,
         "window": None,
         "tau": None,
         "hidden_size": hidden,
@@ -399,6 +401,7 @@ def _run(args: argparse.Namespace) -> int:
         draft_id=args.draft_id or args.draft or f"{args.pair}:draft",
         task_name=args.task,
         command=command,
+        split=args.split,
     )
     print({k: summary[k] for k in ("n_prompts", "n_labels", "positive_rate", "seconds_per_label",
                                     "target_forward_tokens_per_label")})

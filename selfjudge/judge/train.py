@@ -387,7 +387,9 @@ def train_from_labels(
     if m0.get("method") == "selfjudge":
         meta["tau"] = m0.get("tau")
         meta["window"] = m0.get("window")
-    for extra in ("feature", "layer", "max_new_tokens", "split"):
+    if m0.get("command"):
+        meta["labels_command"] = m0["command"]
+    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction", "tau_quantile"):
         if extra in m0:
             meta[extra] = m0[extra]
     if int(feats.shape[1]) != int(m0.get("hidden_size", feats.shape[1])):

@@ -1,0 +1,47 @@
+"""A verifier file drives the engine's judge policy end to end (tiny random Llamas), and the shipped files load."""
+
+import math
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from selfjudge.engine import SpeculativeEngine
+from selfjudge.judge import Verifier, load_verifier, shipped_verifier_path
+
+
+def tiny(seed, layers):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      initializer_range=0.3, eos_token_id=3, bos_token_id=1, pad_token_id=0)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_verifier_file_drives_judge_policy(tmp_path):
+    target, draft = tiny(0, 2), tiny(1, 1)
+    g = torch.Generator().manual_seed(0)
+    v = Verifier(weight=torch.randn(32, generator=g), bias=0.0, thresholds={"none": 1e9, "all": -1e9},
+                 metadata={"method": "selfjudge", "target": "toy"})
+    path = tmp_path / "v.safetensors"
+    v.save(path)
+    loaded = load_verifier(path, expect_model="toy", expect_hidden_size=32)
+    prompt = [[5, 9, 17, 2]]
+    std = SpeculativeEngine(target, draft, None, num_draft_tokens=3, policy="standard").generate(prompt, 12)[0]
+    none = SpeculativeEngine(target, draft, None, num_draft_tokens=3, policy="judge", verifier=loaded,
+                             threshold="none").generate(prompt, 12)[0]
+    allj = SpeculativeEngine(target, draft, None, num_draft_tokens=3, policy="judge", verifier=loaded,
+                             threshold="all").generate(prompt, 12)[0]
+    assert none.token_ids == std.token_ids and none.stats.judge_accepted == 0
+    assert allj.stats.judge_accepted > 0
+    assert allj.stats.mean_accepted_length > std.stats.mean_accepted_length
+
+
+def test_shipped_verifiers_load_for_the_default_pair():
+    for method in ("selfjudge", "autojudge"):
+        v = load_verifier(shipped_verifier_path(method), expect_model="smollm2-135m", expect_hidden_size=576)
+        m = v.metadata
+        assert m["method"] == method and m["task"] == "gsm8k"
+        assert m["command"].startswith("selfjudge train") and m["training_set"]["n"] > 0
+        assert {"F", "R", "q0.50"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())
+        assert 0.0 <= m["metrics"]["val_roc_auc"] <= 1.0
+        assert torch.isfinite(v.weight).all()
