@@ -38,10 +38,20 @@ import torch
 PLACEHOLDER_TOKEN_ID = -1
 
 
-_CHUNK_ELEMS = 1 << 18  # CPU: requests per block so one block of fp32 logits is ~1 MB (cache-resident)
+_CHUNK_ELEMS = 1 << 18  # CPU: logits rows per chunk so one fp32 chunk is ~1 MB (cache-resident)
+_ROW_CHUNK_ELEMS = 1 << 16  # CPU: requests per chunk of the emission step (~256 KB temporaries)
 
 
-def _verify_block(
+def _rows_at(t: torch.Tensor, b: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+    """``t[b, i]`` for a [B, P, V] tensor: index_select on the flat row view when
+    there is one (a plain copy of whole rows, much faster than advanced indexing on CPU)."""
+    P = t.shape[1]
+    if t.stride(2) == 1 and t.stride(0) == P * t.stride(1):
+        return t.reshape(-1, t.shape[2]).index_select(0, b * P + i)
+    return t[b, i]
+
+
+def native_verify(
     draft_token_ids: torch.Tensor,  # [B, K] int64
     num_draft_tokens: torch.Tensor,  # [B] int64
     target_logits: torch.Tensor,  # [B, K+1, V] float
@@ -85,7 +95,7 @@ def _verify_block(
         ok = torch.isfinite(maxval)
     else:
         # chunks of whole requests; works on strided slices without a copy
-        chunk = B  # native_verify already cut the batch into cache-sized blocks
+        chunk = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if device.type == "cpu" else B
         lse = torch.empty(B, K + 1, dtype=torch.float32, device=device)
         amax = torch.empty(B, K + 1, dtype=torch.int64, device=device) if any_greedy else None
         for b0 in range(0, B, chunk):
@@ -139,18 +149,18 @@ def _verify_block(
         lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
         lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
         j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
-        rchunk = B
+        rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
         for b0 in range(0, B, rchunk):
             b1 = min(B, b0 + rchunk)
             ar_b = torch.arange(b0, b1, device=device)
-            xj = target_logits[ar_b, num_acc[b0:b1]].float()  # [b, V]
+            xj = _rows_at(target_logits, ar_b, num_acc[b0:b1]).float()  # [b, V]
             if not unit_scale:
                 xj = xj * inv_temperature[b0:b1, None]
             pj = (xj - lse_j[b0:b1]).exp_()  # [b, V]
             E = exponentials[b0:b1]  # [b, V]
             if K > 0:
                 if draft_probs is not None:
-                    qj = draft_probs[ar_b, j_q[b0:b1]].float()  # [b, V]
+                    qj = _rows_at(draft_probs, ar_b, j_q[b0:b1]).float()  # [b, V]
                 else:
                     qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], 1.0)
                 sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
@@ -177,48 +187,3 @@ def _verify_block(
     if judge_logits is not None:
         judge_logits = torch.where(valid, judge_logits, float("nan"))
     return out, num_acc, align & evaluated, judge & evaluated, judge_logits
-
-
-def native_verify(
-    draft_token_ids: torch.Tensor,  # [B, K] int64
-    num_draft_tokens: torch.Tensor,  # [B] int64
-    target_logits: torch.Tensor,  # [B, K+1, V] float
-    draft_probs: torch.Tensor | None,  # [B, K, V] float or None
-    inv_temperature: torch.Tensor,  # [B] fp32 (1 for greedy rows)
-    greedy: torch.Tensor,  # [B] bool
-    uniforms: torch.Tensor | None,  # [B, K] fp64 in (0, 1] (None iff all_greedy)
-    exponentials: torch.Tensor | None,  # [B, V] fp32 > 0 (None iff all_greedy)
-    judge_logits: torch.Tensor | None,  # [B, K] fp32 (h . w + bias) or None
-    judge_threshold: float,
-    relaxed_accept: torch.Tensor | None,  # [B, K] bool or None
-    *,
-    all_greedy: bool,
-    any_greedy: bool,
-    unit_scale: bool = False,
-):
-    """Standard (optionally judge-relaxed) speculative verification, padded layout.
-
-    Inputs are assumed validated by :func:`selfjudge.kernels.verify`.
-    ``unit_scale`` (every ``inv_temperature`` is 1, known on the host) skips
-    the multiplication, which would not change a bit. Returns
-    ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
-    align_accepted [B, K] bool, judge_accepted [B, K] bool,
-    judge_logits [B, K] fp32 | None)``.
-
-    On CPU the batch is processed in blocks of requests whose logits fit in
-    about 1 MB, so each block's logits are read from memory once and every
-    temporary stays in cache (the block size depends on shapes only).
-    """
-    B, K = draft_token_ids.shape
-    V = target_logits.shape[-1]
-    kw = dict(all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale)
-    block = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if target_logits.device.type == "cpu" else B
-    args = (draft_token_ids, num_draft_tokens, target_logits, draft_probs, inv_temperature, greedy, uniforms,
-            exponentials, judge_logits, judge_threshold, relaxed_accept)
-    if B <= block:
-        return _verify_block(*args, **kw)
-    parts = []
-    for b0 in range(0, B, block):
-        sl = [a[b0 : b0 + block] if isinstance(a, torch.Tensor) else a for a in args]
-        parts.append(_verify_block(*sl, **kw))
-    return tuple(torch.cat([p[i] for p in parts]) if parts[0][i] is not None else None for i in range(5))

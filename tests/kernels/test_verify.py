@@ -419,19 +419,18 @@ def test_strided_logits_slice_matches_contiguous(temp):
         assert torch.equal(out.output_token_ids, ref.output_token_ids)
 
 
-def test_twin_cpu_blocks_equal_one_block():
-    """The CPU twin cuts large batches into cache-sized blocks of requests; same result as one block."""
-    from selfjudge.kernels.verify_torch import _CHUNK_ELEMS, _verify_block, native_verify
+def test_twin_cpu_chunks_match_plain_formula():
+    """The CPU twin walks large batches in cache-sized chunks of requests / rows; check a
+    shape with several chunks against the plain formula."""
+    from selfjudge.kernels.verify_torch import _CHUNK_ELEMS, _ROW_CHUNK_ELEMS
 
     B, K, V = 6, 4, 30000
-    assert _CHUNK_ELEMS // ((K + 1) * V) < B  # really several blocks
+    assert _CHUNK_ELEMS // ((K + 1) * V) < B and _ROW_CHUNK_ELEMS // V < B  # really several chunks
     case = make_case(B, K, V, seed=3, hidden=4)
-    u, e = draw_noise(B, K, V, "cpu", seed=0)
-    jl = case["h"] @ case["w"]
-    args = (case["drafts"], case["n"], case["logits"], case["q"], torch.full((B,), 1 / 0.9),
-            torch.zeros(B, dtype=torch.bool), u, e, jl, 0.3, None)
-    a = native_verify(*args, all_greedy=False, any_greedy=False)
-    b = _verify_block(*args, all_greedy=False, any_greedy=False)
-    for x, y in zip(a[:4], b[:4]):
-        assert torch.equal(x, y)
-    torch.testing.assert_close(a[4], b[4], equal_nan=True)
+    u, E = draw_noise(B, K, V, "cpu", seed=0)
+    out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=0.9, backend="torch",
+                 _noise=(u, E))
+    ref_ids, ref_acc = reference_verify(case["drafts"], case["n"], case["logits"], case["q"],
+                                        torch.full((B,), 0.9), u, E)
+    assert torch.equal(out.output_token_ids, ref_ids)
+    assert torch.equal(out.num_accepted, ref_acc)
