@@ -246,6 +246,7 @@ def label(
             "response_tokens": n_tok,
         }
         writer.write([ex.prompt_id for ex in batch], rows, features, stats)
+        _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
         bar.update(len(batch))
     bar.close()
     if tau_quantile is not None:
