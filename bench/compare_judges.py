@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 
-def _read(label_dir: str):
+def _read(label_dir: str, tau: float | None = None):
     from selfjudge.judge.train import read_label_dirs
 
-    feats, rows, manifests = read_label_dirs([label_dir])
+    feats, rows, manifests = read_label_dirs([label_dir], tau=tau)
     return feats.numpy(), rows, manifests[0]
 
 
@@ -303,12 +303,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-fraction", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--c-grid", default=None, help="comma-separated C values (default: the trainer's)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--tau", type=float, default=None, help="relabel SelfJudge scores as score > tau")
+    g.add_argument("--tau-quantile", type=float, default=None, help="SelfJudge tau = this quantile of its scores")
     args = ap.parse_args(argv)
 
     from selfjudge.judge.train import DEFAULT_C_GRID
 
     c_grid = [float(c) for c in args.c_grid.split(",")] if args.c_grid else DEFAULT_C_GRID
-    Xs, sj_rows, sj_man = _read(args.selfjudge)
+    from selfjudge.judge.train import resolve_tau
+
+    sj_tau = resolve_tau([args.selfjudge], args.tau, args.tau_quantile)
+    Xs, sj_rows, sj_man = _read(args.selfjudge, sj_tau)
     Xa, aj_rows, aj_man = _read(args.autojudge)
     if sj_man.get("target") != aj_man.get("target") or Xs.shape[1] != Xa.shape[1]:
         raise ValueError(f"label dirs are for different targets: {sj_man.get('target')!r} vs {aj_man.get('target')!r}")
@@ -325,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         "draft": sj_man.get("draft"),
         "task": sj_man.get("task"),
         "selfjudge_tau": sj_man.get("tau"),
+        "selfjudge_tau_quantile": args.tau_quantile,
+        "selfjudge_positive_rate": float(np.mean([int(r["label"]) for r in sj_rows])) if sj_rows else None,
+        "autojudge_positive_rate": float(np.mean([int(r["label"]) for r in aj_rows])) if aj_rows else None,
         "selfjudge_window": sj_man.get("window"),
         "autojudge_label_fraction": aj_man.get("label_fraction"),
         "n_shared_prompts": len(prompts),

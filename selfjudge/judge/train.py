@@ -342,15 +342,39 @@ def fit_verifier(
 # --------------------------------------------------------------------------- from label dirs
 
 
-def read_label_dirs(label_dirs: Sequence[str]):
-    """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests)."""
+def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None) -> float | None:
+    """SelfJudge's tau to relabel with: a value, or a quantile of all stored scores (None: keep labels)."""
+    if tau is not None and tau_quantile is not None:
+        raise ValueError("give at most one of tau and tau_quantile")
+    if tau_quantile is None:
+        return tau
+    import torch
+
+    from selfjudge.labelling.shards import read_rows
+    from selfjudge.labelling.tau import tau_from_quantile
+
+    scores = torch.tensor([float(r["score"]) for d in label_dirs for r in read_rows(d)], dtype=torch.float64)
+    if not len(scores):
+        raise ValueError("tau_quantile: the label dirs hold no scores")
+    return float(tau_from_quantile(scores, tau_quantile))
+
+
+def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
+    """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests).
+
+    ``tau`` (SelfJudge only) re-derives every label as ``score > tau`` from the stored scores.
+    """
     import torch
 
     from selfjudge.labelling.shards import read_labels
 
     feats, rows, manifests = [], [], []
     for d in label_dirs:
-        f, r, m = read_labels(d)
+        if tau is not None:
+            with open(f"{d}/manifest.json") as fh:
+                if json.load(fh).get("method") != "selfjudge":
+                    raise ValueError(f"tau: only SelfJudge labels are defined by a score threshold ({d})")
+        f, r, m = read_labels(d, tau=tau)
         feats.append(f)
         rows.extend(r)
         manifests.append(m)
@@ -369,10 +393,16 @@ def train_from_labels(
     out: str | None = None,
     *,
     command: str | None = None,
+    tau: float | None = None,
+    tau_quantile: float | None = None,
     **fit_kwargs,
 ):
-    """Read label dirs, fit, attach metadata from the manifests, optionally save to ``out``."""
-    feats, rows, manifests = read_label_dirs(label_dirs)
+    """Read label dirs, fit, attach metadata from the manifests, optionally save to ``out``.
+
+    ``tau`` / ``tau_quantile`` relabel SelfJudge scores before fitting (recorded in the metadata).
+    """
+    tau_used = resolve_tau(label_dirs, tau, tau_quantile)
+    feats, rows, manifests = read_label_dirs(label_dirs, tau=tau_used)
     labels = np.asarray([int(r["label"]) for r in rows])
     groups = [str(r["prompt_id"]) for r in rows]
     m0 = manifests[0]
@@ -387,9 +417,11 @@ def train_from_labels(
     if m0.get("method") == "selfjudge":
         meta["tau"] = m0.get("tau")
         meta["window"] = m0.get("window")
+        if tau_quantile is not None:
+            meta["tau_quantile"] = tau_quantile
     if m0.get("command"):
         meta["labels_command"] = m0["command"]
-    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction", "tau_quantile"):
+    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction"):
         if extra in m0:
             meta[extra] = m0[extra]
     if int(feats.shape[1]) != int(m0.get("hidden_size", feats.shape[1])):
@@ -426,7 +458,8 @@ def _run(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = dict(val_fraction=args.val_fraction, seed=args.seed, target_recall=args.target_recall)
     if args.c_grid:
         kwargs["c_grid"] = [float(c) for c in args.c_grid.split(",")]
-    verifier, report = train_from_labels(args.labels, args.out, command=command, **kwargs)
+    verifier, report = train_from_labels(args.labels, args.out, command=command, tau=args.tau,
+                                         tau_quantile=args.tau_quantile, **kwargs)
     print(_format_report(report))
     print(f"wrote {args.out} (hidden size {verifier.hidden_size}, thresholds: {', '.join(verifier.thresholds)})")
     if args.report:
@@ -444,4 +477,7 @@ def register(subparsers) -> None:
     p.add_argument("--target-recall", type=float, default=0.9, help='recall on the unacceptable class for "R"')
     p.add_argument("--c-grid", default=None, help="comma-separated C values (default logspace(-5, 1, 13))")
     p.add_argument("--report", default=None, help="also write the full JSON report here")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--tau", type=float, default=None, help="SelfJudge: relabel as score > tau before training")
+    g.add_argument("--tau-quantile", type=float, default=None, help="SelfJudge: tau = this quantile of the scores")
     p.set_defaults(func=_run, argv=None)

@@ -157,3 +157,25 @@ def test_train_cli_end_to_end(tmp_path):
     assert os.path.getsize(out) < 64 * 1024
     v2, _ = train_from_labels([str(tmp_path / "labels")], c_grid=(0.001, 0.1))
     assert torch.allclose(v2.weight, v.weight)
+
+
+def test_train_relabels_selfjudge_scores_with_tau_quantile(tmp_path):
+    from selfjudge.labelling.shards import read_rows
+
+    X, y, g = synthetic(n_prompts=30, seed=4)
+    d = tmp_path / "labels"
+    man = {"method": "selfjudge", "target": "toy/target", "draft": "toy/draft", "task": "gsm8k", "window": 20,
+           "tau": 0.0, "hidden_size": X.shape[1]}
+    w = ShardWriter(str(d), man)
+    score = X.astype(np.float64) @ np.linspace(-1, 1, X.shape[1])
+    for pid in dict.fromkeys(g):
+        idx = [i for i, gi in enumerate(g) if gi == pid]
+        rows = [{"prompt_id": pid, "position": k, "target_token_id": 1, "draft_token_id": 2, "target_token": "a",
+                 "draft_token": "b", "score": float(score[i]), "label": 0} for k, i in enumerate(idx)]
+        w.write([pid], rows, torch.from_numpy(X[idx]))
+    v, rep = train_from_labels([str(d)], tau_quantile=0.7, c_grid=(0.01, 1.0))
+    tau = float(np.quantile(score, 0.7))
+    assert v.metadata["tau"] == pytest.approx(tau, abs=1e-9) and v.metadata["tau_quantile"] == 0.7
+    assert rep["training_set"]["positive_rate"] == pytest.approx(np.mean(score > tau))
+    assert rep["val_roc_auc"] > 0.9  # the score is linear in the features
+    assert all(r["label"] == 0 for r in read_rows(d))  # the stored labels are untouched
