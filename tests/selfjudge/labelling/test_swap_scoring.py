@@ -112,15 +112,15 @@ def test_one_pass_equals_naive_on_default_pair():
 
     target, _, tok = load_pair("smollm2-135m")
     target.eval()
-    msgs = [[{"role": "user", "content": "What is 2+3?"}], [{"role": "user", "content": "Name a colour."}]]
+    msgs = [[{"role": "user", "content": "What is 2+3?"}]]
     g = torch.Generator().manual_seed(0)
     for m in msgs:
         x = torch.tensor(tok(tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True),
                              add_special_tokens=False)["input_ids"])
         y = torch.randint(0, target.config.vocab_size, (14,), generator=g)  # any response works for the identity
-        pos = torch.tensor([0, 4, 12, 13])
+        pos = torch.tensor([0, 9, 13])  # first; window cut by the end; last (N_j = 0)
         z = (y[pos] + 17) % target.config.vocab_size
-        for window in (0, 5):
+        for window in (5,):
             one = score_swaps(target, x, y, pos, z, window)
             ref = naive_score_swaps(target, x, y, pos, z, window)
             torch.testing.assert_close(one.scores, ref.scores, atol=1e-4, rtol=0)
