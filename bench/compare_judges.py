@@ -62,6 +62,48 @@ def _counted_tokens(label_dir: str) -> dict[str, Any] | None:
         return json.load(f)
 
 
+def planned_selfjudge_tokens(label_dir: str, sj_rows, tokenizer_dir: str, only: set[str] | None = None) -> dict[str, Any]:
+    """Target forward tokens of a SelfJudge run, recomputed from its rows and the scorer's chunk plan.
+
+    For runs stopped before ``run-selfjudge`` wrote its hook counts: per prompt, the
+    batch-1 ``generate`` reads ``len(x) + len(y) - 1`` tokens, and the one-pass scorer
+    reads, per chunk of :func:`selfjudge.labelling.swap_scoring.plan_chunks`, the prefix
+    ``len(x) + max(i + N_i)`` plus every window (``max(1, N_i)`` tokens) -- exactly what
+    ``_score_chunk`` builds. Needs ``response_len`` in the rows and batch size 1.
+    """
+    from transformers import AutoTokenizer
+
+    from selfjudge.labelling.swap_scoring import plan_chunks
+    from selfjudge.tasks import load_task
+
+    with open(os.path.join(label_dir, "manifest.json")) as f:
+        man = json.load(f)
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    task = load_task(man["task"])
+    window = int(man["window"])
+    batches = [b for b in _batches(label_dir) if only is None or set(b["prompt_ids"]) <= only]
+    if any(len(b["prompt_ids"]) != 1 for b in batches):
+        raise ValueError(f"{label_dir}: planned token counts need batch size 1")
+    done = {b["prompt_ids"][0] for b in batches}
+    examples = {ex.prompt_id: ex for ex in task.examples(man.get("split", "train")) if ex.prompt_id in done}
+    by_prompt: dict[str, list[dict]] = {}
+    for r in sj_rows:
+        by_prompt.setdefault(r["prompt_id"], []).append(r)
+    gen = score = 0
+    for b in batches:
+        pid = b["prompt_ids"][0]
+        lx = len(tok(task.build_prompt(tok, examples[pid]), add_special_tokens=False)["input_ids"])
+        ly = int(b["stats"]["response_tokens"])
+        gen += lx + ly - 1
+        rows = by_prompt.get(pid, [])
+        pos = [int(r["position"]) for r in rows]
+        for chunk in plan_chunks(pos, lx, ly, window, 2048):
+            ps = [pos[j] for j in chunk]
+            n_eff = [min(ly - 1 - i, window) for i in ps]
+            score += lx + max(i + n for i, n in zip(ps, n_eff)) + sum(max(1, n) for n in n_eff)
+    return {"generate_tokens": gen, "score_tokens": score, "prompt_ids": sorted(done), "source": "chunk plan"}
+
+
 def _get(rec: dict[str, Any], *names: str, default=0.0):
     for n in names:
         if n in rec and rec[n] is not None:
@@ -69,18 +111,21 @@ def _get(rec: dict[str, Any], *names: str, default=0.0):
     return default
 
 
-def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows) -> dict[str, Any]:
+def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows, planned=None) -> dict[str, Any]:
     out = {}
     for name, d, rows in (("selfjudge", sj_dir, sj_rows), ("autojudge", aj_dir, aj_rows)):
         batches = [b for b in _batches(d) if b["prompt_ids"] and set(b["prompt_ids"]) <= prompts]
         sel = [b.get("stats") or {} for b in batches]
-        counted = _counted_tokens(d)
+        counted = _counted_tokens(d) if name == "selfjudge" else None
+        if counted is None and name == "selfjudge" and planned is not None:
+            counted = planned
         n = sum(int(b.get("rows", 0)) for b in batches)
         label_s = sum(_get(r, "wall_seconds") or (_get(r, "score_seconds") + _get(r, "draft_seconds")) for r in sel)
         label_tok = sum(_get(r, "target_forward_tokens", "score_forward_tokens") for r in sel)
         gen_s = sum(_get(r, "reference_wall_seconds", "generate_seconds") for r in sel)
         gen_tok = sum(_get(r, "reference_forward_tokens", "generate_forward_tokens") for r in sel)
         if counted is not None:  # measured by forward hooks in run-selfjudge (the pipeline records no tokens)
+            out.setdefault("selfjudge_token_source", counted.get("source", "forward hooks"))
             if set(counted["prompt_ids"]) != {p for b in batches for p in b["prompt_ids"]}:
                 raise ValueError(f"{d}: forward_counts.json covers other prompts than the compared ones")
             label_tok, gen_tok = counted["score_tokens"], counted["generate_tokens"]
@@ -303,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-fraction", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--c-grid", default=None, help="comma-separated C values (default: the trainer's)")
+    ap.add_argument("--plan-tokens-with", default=None, metavar="TOKENIZER_DIR",
+                    help="no hook counts in the SelfJudge dir: recompute its forward tokens from the chunk plan")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--tau", type=float, default=None, help="relabel SelfJudge scores as score > tau")
     g.add_argument("--tau-quantile", type=float, default=None, help="SelfJudge tau = this quantile of its scores")
@@ -324,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     if not prompts:
         raise ValueError("no prompt was labelled by both methods")
     same_y = same_response_prompts(sj_rows, args.autojudge, prompts)
+    planned = None
+    if args.plan_tokens_with and _counted_tokens(args.selfjudge) is None:
+        planned = planned_selfjudge_tokens(args.selfjudge, sj_rows, args.plan_tokens_with, only=prompts)
     result = {
         "selfjudge_dir": args.selfjudge,
         "autojudge_dir": args.autojudge,
@@ -337,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         "selfjudge_window": sj_man.get("window"),
         "autojudge_label_fraction": aj_man.get("label_fraction"),
         "n_shared_prompts": len(prompts),
-        "cost": cost_table(args.selfjudge, args.autojudge, prompts, sj_rows, aj_rows),
+        "cost": cost_table(args.selfjudge, args.autojudge, prompts, sj_rows, aj_rows, planned),
         "agreement": agreement(sj_rows, aj_rows, same_y),
         "n_prompts_same_response": len(same_y),
         "command": "python bench/compare_judges.py " + " ".join(argv),

@@ -384,7 +384,8 @@ def _run(args: argparse.Namespace) -> int:
     for m in (pair.target, pair.draft):
         m.eval()
     task = load_task(args.task)
-    examples = task.examples(args.split, limit=args.limit)
+    examples = task.examples(args.split, limit=None if args.limit is None else args.offset + args.limit)
+    examples = examples[args.offset :]
     summary = mine_task(
         pair.target,
         pair.draft,
@@ -415,6 +416,7 @@ def register(subparsers) -> None:
     p.add_argument("--draft", default=None, help="draft folder overriding the pair's draft")
     p.add_argument("--split", default="train")
     p.add_argument("--limit", type=int, default=None, help="number of prompts")
+    p.add_argument("--offset", type=int, default=0, help="skip this many prompts of the split first")
     p.add_argument("--out", required=True, help="label dir")
     p.add_argument("--max-new-tokens", type=int, default=None, help="response cap (default: the task's)")
     p.add_argument("--max-labels-per-prompt", type=int, default=None)
