@@ -177,7 +177,8 @@ def main(argv=None):
                 row.update(
                     mean_accepted_length=round(st.mean_accepted_length, 3) if pol != "autoregressive" else 1.0,
                     cycles=st.cycles,
-                    cycle_ms=round(1000 * cyc / max(st.cycles, 1), 2),
+                    batched_cycles=st.steps,
+                    cycle_ms=round(1000 * cyc / max(st.steps, 1), 2),
                     share_draft=round(st.time_draft / cyc, 4),
                     share_target=round(st.time_target / cyc, 4),
                     share_verify=round(st.time_verify / cyc, 4),

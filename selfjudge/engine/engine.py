@@ -362,6 +362,7 @@ class SpeculativeEngine:
             for j, r in enumerate(rows):
                 s = stats[r]
                 s.cycles += 1
+                s.steps += 1
                 s.target_forwards += 1
                 s.draft_forwards += nd_fwd
                 s.draft_tokens += n_draft[j]
@@ -372,7 +373,8 @@ class SpeculativeEngine:
                 if reason:
                     s.finish_reason = reason
                     finished.append(j)
-            batch.cycles += 1
+            batch.steps += 1
+            batch.cycles += nb
             batch.target_forwards += 1
             batch.draft_forwards += nd_fwd
             if finished:

@@ -28,7 +28,11 @@ class GenerationStats:
 
     Attributes:
         new_tokens: tokens returned (the new tokens only).
-        cycles: verification cycles (target forwards after the prompt prefill).
+        cycles: verification cycles (target forwards after the prompt prefill) the
+            request took part in; for a batch record, summed over its rows.
+        steps: batched cycles (for one request = ``cycles``; for the engine's
+            ``last_batch_stats``, the number of batched cycles it ran, so
+            ``cycle_time / steps`` is the wall time of one batched cycle).
         draft_tokens: draft tokens proposed to the verify op.
         accepted_tokens: draft tokens the verify op kept.
         align_accepted: kept draft tokens the lossless rule accepted.
@@ -43,6 +47,7 @@ class GenerationStats:
 
     new_tokens: int = 0
     cycles: int = 0
+    steps: int = 0
     draft_tokens: int = 0
     accepted_tokens: int = 0
     align_accepted: int = 0

@@ -262,7 +262,11 @@ def test_stats_are_consistent(pair):
         assert s.time_draft > 0 and s.time_target > 0 and s.time_verify > 0
     b = eng.last_batch_stats
     assert b.new_tokens == N * len(PROMPTS)
-    assert b.cycles == max(r.stats.cycles for r in res)
+    assert b.steps == max(r.stats.cycles for r in res)
+    assert b.cycles == sum(r.stats.cycles for r in res)
+    assert b.mean_accepted_length == pytest.approx(
+        sum(r.stats.accepted_tokens + r.stats.cycles for r in res) / sum(r.stats.cycles for r in res)
+    )
 
 
 def test_string_prompts_and_stop_strings(pair, greedy_refs):
