@@ -146,6 +146,22 @@ def check_verify(args) -> dict:
 CHECKS = [("verify", check_verify)]
 
 
+# ------------------------------------------------------------------ scorer (helper "labelling")
+
+
+def check_scorer(args) -> dict:
+    """token_logprobs Triton kernel: TFLOP/s at R=8192, H=4096, V=128256 bf16 (bench/gpu_check_scorer.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check_scorer", os.path.join(os.path.dirname(__file__), "gpu_check_scorer.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.check_scorer_tflops(dry=args.dry_run)
+
+
+CHECKS.append(("scorer", check_scorer))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="gpu_check.json", help="JSON file to write")

@@ -18,13 +18,29 @@ import json
 import sys
 
 
-def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256) -> dict:
+def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256, dry: bool = False) -> dict:
+    """``dry=True``: CPU + Triton interpreter at a tiny shape (exercises the code, no speed claim)."""
+    import time
+
     import torch
-    import triton
 
     from selfjudge.kernels import token_logprobs, token_logprobs_torch
 
-    dev = torch.device("cuda")
+    if dry:
+        R, H, V = 64, 32, 1000
+
+        def bench(fn):
+            fn()
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+    else:
+        import triton.testing
+
+        def bench(fn):
+            return triton.testing.do_bench(fn, return_mode="median")
+
+    dev = torch.device("cpu" if dry else "cuda")
     g = torch.Generator(device=dev).manual_seed(0)
     h = torch.randn(R, H, device=dev, dtype=torch.bfloat16, generator=g)
     W = (torch.randn(V, H, device=dev, dtype=torch.bfloat16, generator=g) * 0.02).contiguous()
@@ -35,17 +51,19 @@ def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256) -> dict:
     lp, sums = token_logprobs(h, W, y, seg, S, backend="triton")
     ref, _ = token_logprobs_torch(h[:256], W, y[:256], None, 1)
     max_err = float((lp[:256] - ref).abs().max())
-    seg_err = float((sums[:8] - lp[:256].view(8, 32).sum(1)).abs().max())
+    seg_err = float((sums[:2] - lp[:64].view(2, 32).sum(1)).abs().max())
 
-    torch.cuda.synchronize()
-    base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    token_logprobs(h, W, y, seg, S, backend="triton")
-    torch.cuda.synchronize()
-    extra_peak = torch.cuda.max_memory_allocated() - base
+    extra_peak = -1
+    if not dry:
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        token_logprobs(h, W, y, seg, S, backend="triton")
+        torch.cuda.synchronize()
+        extra_peak = torch.cuda.max_memory_allocated() - base
 
-    t_kernel = triton.testing.do_bench(lambda: token_logprobs(h, W, y, seg, S, backend="triton"), return_mode="median")
-    t_mm = triton.testing.do_bench(lambda: h @ W.T, return_mode="median")
+    t_kernel = bench(lambda: token_logprobs(h, W, y, seg, S, backend="triton"))
+    t_mm = bench(lambda: h @ W.T)
     flops = 2.0 * R * H * V
     k_tflops = flops / (t_kernel * 1e-3) / 1e12
     mm_tflops = flops / (t_mm * 1e-3) / 1e12
@@ -62,7 +80,8 @@ def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256) -> dict:
         "fraction_of_matmul": k_tflops / mm_tflops,
         "extra_peak_bytes": int(extra_peak),
         "logits_bytes_bf16": R * V * 2,
-        "ok": max_err < 2e-2 and seg_err < 1e-1 and k_tflops >= 0.5 * mm_tflops,
+        "dry_run": dry,
+        "ok": max_err < 2e-2 and seg_err < 1e-1 and (dry or k_tflops >= 0.5 * mm_tflops),
     }
 
 
