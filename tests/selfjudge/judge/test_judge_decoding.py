@@ -37,7 +37,8 @@ def test_verifier_file_drives_judge_policy(tmp_path):
 
 
 def test_shipped_verifiers_load_for_the_default_pair():
-    for method in ("selfjudge", "autojudge"):
+    # only the SelfJudge verifier ships so far: the AutoJudge run had too few acceptable labels to train one
+    for method in ("selfjudge",):
         v = load_verifier(shipped_verifier_path(method), expect_model="smollm2-135m", expect_hidden_size=576)
         m = v.metadata
         assert m["method"] == method and m["task"] == "gsm8k"
