@@ -63,28 +63,38 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--no-agreement", action="store_true")
+    ap.add_argument("--limit", type=int, default=None, help="use only the first N held-out sequences")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     from selfjudge.models import load_pair
     from selfjudge.models.distill import build_sequences
 
+    from transformers import AutoModelForCausalLM
+
+    from selfjudge.models.pair import default_pair_dirs
+
     target, draft, tok = load_pair("smollm2-135m")
+    # the same draft with the full 49152-row head (what a plain HF load of its folder gives)
+    draft_full = AutoModelForCausalLM.from_pretrained(default_pair_dirs()[1]).eval()
     res = {"threads": args.threads,
            "params_target": sum(p.numel() for p in target.parameters()),
            # the draft's embedding table is only looked up (no compute): count it separately
            "params_draft_compute": sum(p.numel() for n, p in draft.named_parameters() if "embed_tokens" not in n),
+           # the target's head is tied to its embeddings: its 49152 x 576 matmul is compute
            "params_target_compute": sum(p.numel() for n, p in target.named_parameters() if "embed_tokens" not in n)
            + target.lm_head.weight.numel()}
+    res["params_compute_ratio"] = res["params_draft_compute"] / res["params_target_compute"]
     prompt = tok.apply_chat_template([{"role": "user", "content": "Natalia sold clips to 48 of her friends in April, "
                                        "and then she sold half as many clips in May. How many clips did she sell?"}],
                                      tokenize=False, add_generation_prompt=True)
     ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids
-    for name, m in (("target", target), ("draft", draft)):
+    models = (("target", target), ("draft", draft), ("draft_fullhead", draft_full))
+    for name, m in models:
         decode_step_ms(m, ids, 3)  # warm up
-    dec = {"target": [], "draft": []}
-    pre = {"target": [], "draft": []}
+    dec = {name: [] for name, _ in models}
+    pre = {name: [] for name, _ in models}
     for _ in range(3):
-        for name, m in (("target", target), ("draft", draft)):
+        for name, m in models:
             dec[name].append(decode_step_ms(m, ids, args.repeats // 3))
             pre[name].append(prefill_ms(m, ids, max(args.repeats // 10, 2)))
     for name in dec:
@@ -93,8 +103,9 @@ def main() -> None:
     res["prompt_tokens"] = ids.shape[1]
     res["decode_cost_ratio"] = res["decode_ms_draft"] / res["decode_ms_target"]
     res["prefill_cost_ratio"] = res["prefill_ms_draft"] / res["prefill_ms_target"]
+    res["decode_cost_ratio_fullhead"] = res["decode_ms_draft_fullhead"] / res["decode_ms_target"]
     if not args.no_agreement:
-        seqs = build_sequences(tok, "heldout", 256, 0, 0)
+        seqs = build_sequences(tok, "heldout", 256, 0, 0)[: args.limit]
         res.update(agreement(target, draft, seqs, tok.pad_token_id))
     print(json.dumps(res, indent=1))
     if args.json:

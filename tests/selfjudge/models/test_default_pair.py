@@ -49,7 +49,7 @@ def test_draft_agrees_with_target_on_heldout_text(pair):
 
     target, draft, tok = pair
     rows = gsm8k_rows()
-    seqs = [encode_chat(tok, _gsm8k_messages(rows[i]), 160) for i in list(EVAL_GSM8K_ROWS)[:2]]
+    seqs = [encode_chat(tok, _gsm8k_messages(rows[i]), 160) for i in list(EVAL_GSM8K_ROWS)[:4]]
     ids, att, mask = pad_batch(seqs, tok.pad_token_id)
     with torch.no_grad():
         t = target(input_ids=ids, attention_mask=att).logits[mask].argmax(-1)
