@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     p.add_argument("--prompts", type=int, default=4, help="GSM8K evaluation prompts")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
-    p.add_argument("--threshold", default="F", help="verifier threshold: name (F, R, ...) or logit value")
+    p.add_argument("--threshold", default="R", help="verifier threshold: name (R = reject 90 %% of harmful swaps, F, ...) or logit value")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
     p.add_argument("--no-color", action="store_true")
