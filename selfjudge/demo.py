@@ -140,8 +140,11 @@ def run_demo(args) -> dict:
               f"{r['accuracy']:9.2f} {r['agreement_with_target']:6.2f}")
     judge_name = list(engines)[-1]
     sample = max(range(len(examples)), key=lambda j: results[judge_name][j].stats.judge_accepted)
-    print(f"\nSample ({examples[sample].prompt_id}), {judge_name}; judge-accepted tokens "
-          f"{'in [[...]]' if args.no_color else 'in green'}:\n")
+    marks = "in [[...]]" if args.no_color else "in green"
+    marked = bool(getattr(results[judge_name][sample], "token_sources", None))
+    print(f"\nSample ({examples[sample].prompt_id}), {judge_name}, "
+          f"{results[judge_name][sample].stats.judge_accepted} tokens accepted by the judge only"
+          f"{' (' + marks + ')' if marked else ''}:\n")
     print(_marked(tokenizer, results[judge_name][sample], color=not args.no_color))
 
     args.out.mkdir(parents=True, exist_ok=True)
