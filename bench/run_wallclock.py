@@ -1,17 +1,23 @@
-"""Wall-clock benchmark of the speculative-decoding engine on the default pair.
+"""Wall-clock matrix of the speculative-decoding engine on the default pair.
 
-Measures tokens/s, speed-up against target-only autoregressive decoding in the
-same run, mean accepted length m (accepted drafts + 1 per cycle, the SelfJudge
-paper's definition) and the cycle-time split (draft / target / verify / other),
-for policies autoregressive / standard / topk and K in {2, 4, 8}, plus Hugging
-Face's own ``generate`` (target only) and ``generate(assistant_model=draft)``.
+Policies: target-only, standard SD, top-k (k in {2, 5}), AutoJudge and SelfJudge at
+their named thresholds ("F", "R") plus a threshold sweep for both judges (the
+Pareto curves); tasks GSM8K, HumanEval, GPQA-diamond and open-ended ShareGPT
+prompts (evaluation splits only); K in {4, 8}; batch 1 and 8. Per configuration:
+tokens/s, speed-up against target-only and against standard SD at the same K,
+mean accepted length m (accepted drafts + 1 per cycle, the SelfJudge paper's m),
+judge-accepted tokens, the task score and the *fidelity* (agreement with the
+target's own greedy output, written in the same run), and the cycle-time split.
 
-Configurations are interleaved per prompt (every configuration runs on prompt 1,
-then every one on prompt 2, ...) so that load from other processes on a shared
-machine hits all of them alike; speed-ups are ratios inside one run.
+Every (task, batch) block runs its configurations interleaved prompt group by
+prompt group, so speed ratios inside a block survive a noisy machine. Finished
+blocks are written to ``OUT/blocks/`` at once and skipped when the command is
+rerun (``--force`` redoes them), so a long run resumes; two processes may fill
+one folder with different ``--tasks``. ``OUT/results.{json,md}``, ``pareto.png``
+and ``speed_vs_fidelity.png`` are rebuilt from the blocks after each block.
 
-    python bench/run_wallclock.py --quick --out bench/results/wallclock_quick.json
-    python bench/run_wallclock.py --limit 20 --max-new-tokens 128 --batch-sizes 1 8
+    python bench/run_wallclock.py --quick                       # ~2 minutes
+    python bench/run_wallclock.py --out bench/results/wallclock # the full matrix (states its duration)
 """
 
 from __future__ import annotations
@@ -20,217 +26,183 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import sys
 import time
+from pathlib import Path
 
 import torch
-from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from wallclock_matrix import TaskScorer, build_engines, make_configs, run_block  # noqa: E402
+from wallclock_report import BLOCKS, write_report  # noqa: E402
+
+DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128}
+SWEEP = ["q0.50", "q0.70", "q0.80", "q0.90", "q0.95"]
 
 
-def _configs(ks, top_k, draft_vocab: bool):
-    cfgs = [("autoregressive", 0)]
-    for K in ks:
-        cfgs.append(("standard", K))
-    if draft_vocab:  # the same policy with the draft head restricted to frequent tokens
-        for K in ks:
-            cfgs.append(("standard+dv", K))
-    for K in ks:
-        cfgs.append(("topk", K))
-    cfgs += [("hf_generate", 0), ("hf_assisted", 0)]
-    return cfgs
+def environment() -> dict:
+    import transformers
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001 - triton is optional on a CPU machine
+        triton_version = None
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "triton": triton_version,
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
 
 
-def _run_engine(engines, key, prompts, max_new):
-    eng = engines[key]
-    t0 = time.perf_counter()
-    res = eng.generate(prompts, max_new_tokens=max_new)
-    wall = time.perf_counter() - t0
-    return [r.token_ids for r in res], wall, eng.last_batch_stats
+def load_judges(args, task: str, hidden_size: int) -> tuple[dict, dict]:
+    """{family: Verifier} for one task, and {family: path}; a missing verifier is left out."""
+    from selfjudge.judge import load_verifier
+    from selfjudge.judge.verifier import shipped_verifier_path
+
+    judges, paths = {}, {}
+    for family, method, override in (("SelfJudge", "selfjudge", args.selfjudge_verifier),
+                                     ("AutoJudge", "autojudge", args.autojudge_verifier)):
+        if family not in args.judges:
+            continue
+        path = override
+        if path is None:
+            for t in (task, "gsm8k"):  # a task's own verifier, else the GSM8K one
+                try:
+                    path = shipped_verifier_path(method, args.pair, t)
+                    break
+                except ValueError:
+                    continue
+        if path is None:
+            print(f"[wallclock] no {family} verifier for {task}: its configurations are skipped", file=sys.stderr)
+            continue
+        judges[family] = load_verifier(path, expect_hidden_size=hidden_size)
+        paths[family] = str(path)
+    return judges, paths
 
 
-def _run_hf(target, draft, tok, prompts, max_new, assisted):
-    enc = tok(prompts, add_special_tokens=False, return_tensors="pt", padding=True)
-    kw = dict(do_sample=False, max_new_tokens=max_new, pad_token_id=tok.pad_token_id or tok.eos_token_id)
-    if assisted:
-        kw["assistant_model"] = draft
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        out = target.generate(**enc, **kw)
-    wall = time.perf_counter() - t0
-    new = out[:, enc["input_ids"].shape[1] :].tolist()
-    eos = target.generation_config.eos_token_id
-    eos = {eos} if isinstance(eos, int) else set(eos or [])
-    toks = []
-    for row in new:
-        cut = []
-        for t in row:
-            cut.append(t)
-            if t in eos:
-                break
-        toks.append(cut)
-    return toks, wall
-
-
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", default="smollm2-135m")
-    ap.add_argument("--task", default="gsm8k")
-    ap.add_argument("--split", default="eval")
-    ap.add_argument("--limit", type=int, default=10, help="prompts")
-    ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--ks", type=int, nargs="+", default=[2, 4, 8])
-    ap.add_argument("--top-k", type=int, default=2, help="k of the topk policy")
+    ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"])
+    ap.add_argument("--limit", type=int, default=8, help="evaluation prompts per task")
+    ap.add_argument("--max-new-tokens", type=int, default=None,
+                    help=f"new-token cap for every task (default per task: {DEFAULT_MAX_NEW})")
+    ap.add_argument("--ks", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--batch-k", type=int, default=None, help="K for the batched runs (default: best batch-1 K)")
-    ap.add_argument("--draft-vocab", type=int, default=0,
-                    help="restrict the draft head to the N most frequent tokens of the task's train references (0 = full)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1: on a shared CPU, 2 threads spin against other processes)")
-    ap.add_argument("--quick", action="store_true", help="3 prompts, 32 new tokens, batch 1 and 4")
-    ap.add_argument("--out", default=None, help="JSON file for the results")
+    ap.add_argument("--top-ks", type=int, nargs="+", default=[2, 5])
+    ap.add_argument("--judges", nargs="+", default=["SelfJudge", "AutoJudge"], choices=["SelfJudge", "AutoJudge"])
+    ap.add_argument("--thresholds", nargs="+", default=["F", "R"], help="named judge thresholds")
+    ap.add_argument("--sweep", nargs="*", default=SWEEP, help="extra judge thresholds for the Pareto curves")
+    ap.add_argument("--sweep-ks", type=int, nargs="*", default=None, help="K values with the sweep (default: first K)")
+    ap.add_argument("--sweep-batches", type=int, nargs="*", default=None,
+                    help="batch sizes with the sweep (default: the largest)")
+    ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
+    ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
+    ap.add_argument("--out", type=Path, default=Path("bench/results/wallclock"), help="results folder")
+    ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
+    ap.add_argument("--estimate-only", action="store_true", help="print the expected duration and stop")
+    ap.add_argument("--quick", action="store_true",
+                    help="GSM8K, 2 prompts, 32 new tokens, K=4, batch 1, top-2, F/R, no sweep (out: OUT-quick)")
     args = ap.parse_args(argv)
     if args.quick:
-        args.limit, args.max_new_tokens, args.batch_sizes = 3, 32, [1, 4]
-    if args.threads:
-        torch.set_num_threads(args.threads)
+        args.tasks, args.limit, args.max_new_tokens = ["gsm8k"], 2, 32
+        args.ks, args.batch_sizes, args.top_ks, args.sweep = [4], [1], [2], []
+        if args.out == Path("bench/results/wallclock"):
+            args.out = Path("bench/results/wallclock-quick")
+    args.sweep_ks = args.ks[:1] if args.sweep_ks is None else args.sweep_ks
+    args.sweep_batches = [max(args.batch_sizes)] if args.sweep_batches is None else args.sweep_batches
+    for name in ("limit",):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be >= 1")
+    if any(k < 1 for k in args.ks) or any(b < 1 for b in args.batch_sizes):
+        ap.error("--ks and --batch-sizes must be >= 1")
+    return args
 
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    command = "python bench/run_wallclock.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
+                                                                                   else sys.argv[1:]))
     from selfjudge.engine import SpeculativeEngine
     from selfjudge.models import load_pair
     from selfjudge.tasks import load_task
 
     target, draft, tok = load_pair(args.pair)
-    if tok.pad_token_id is None:
-        tok.pad_token_id = tok.eos_token_id
-    tok.padding_side = "left"
-    task = load_task(args.task)
-    examples = task.examples(args.split, limit=args.limit)
-    prompts = [task.build_prompt(tok, ex) for ex in examples]
+    hidden = int(target.config.hidden_size)
+    (args.out / BLOCKS).mkdir(parents=True, exist_ok=True)
 
-    draft_vocab = None
-    if args.draft_vocab:
-        from selfjudge.engine import frequent_token_ids
+    plan = []  # (task, batch, configs, judges, paths)
+    for task_name in args.tasks:
+        judges, paths = load_judges(args, task_name, hidden)
+        for b in args.batch_sizes:
+            sweep = args.sweep if b in args.sweep_batches else []
+            configs = make_configs(args.ks, args.top_ks, judges, args.thresholds, sweep, args.sweep_ks)
+            plan.append((task_name, b, configs, judges, paths))
 
-        train = task.examples("train", limit=500)
-        texts = [str(ex.meta.get("solution", "")) + "\n" + ex.messages[-1]["content"] for ex in train]
-        draft_vocab = frequent_token_ids(tok, texts, args.draft_vocab)
-        print(f"draft vocabulary: {draft_vocab.numel()} of {len(tok)} tokens", file=sys.stderr)
+    # expected duration: a measured target-only step times every configuration's tokens
+    warm = SpeculativeEngine(target, None, tok, policy="autoregressive")
+    probe = tok.apply_chat_template([{"role": "user", "content": "Say hello."}], tokenize=False,
+                                    add_generation_prompt=True)
+    warm.generate([probe], max_new_tokens=4)
+    t0 = time.perf_counter()
+    n = len(warm.generate([probe], max_new_tokens=16)[0].token_ids)
+    step = (time.perf_counter() - t0) / max(n, 1)
+    todo = [p for p in plan if args.force or not (args.out / BLOCKS / f"{p[0]}_b{p[1]}.json").exists()]
+    est = sum(len(cfgs) * args.limit * (args.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
+              for t, b, cfgs, _, _ in todo)
+    print(f"[wallclock] {len(todo)} of {len(plan)} blocks to run, "
+          f"{sum(len(p[2]) for p in todo)} configurations x {args.limit} prompts; target-only step "
+          f"{1000 * step:.0f} ms -> expected about {est / 60:.0f} min", file=sys.stderr, flush=True)
+    if args.estimate_only:
+        return 0
 
-    cfgs = _configs(args.ks, args.top_k, draft_vocab is not None)
-    engines = {}
-    for pol, K in cfgs:
-        if pol in ("autoregressive", "standard", "topk", "standard+dv"):
-            engines[(pol, K)] = SpeculativeEngine(
-                target, draft if pol != "autoregressive" else None, tok, num_draft_tokens=max(K, 1),
-                policy=pol.split("+")[0], top_k=args.top_k, draft_vocab=draft_vocab if pol == "standard+dv" else None,
-            )
-
-    # warm-up (first-call allocations, thread pools)
-    engines[("standard", args.ks[0])].generate(prompts[:1], max_new_tokens=4)
-    engines[("autoregressive", 0)].generate(prompts[:1], max_new_tokens=4)
-
-    rows = []
-
-    def measure(batch: int, cfg_list):
-        acc = {c: {"tokens": 0, "wall": 0.0, "stats": None, "outputs": []} for c in cfg_list}
-        groups = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
-        for grp in tqdm(groups, desc=f"batch {batch}", file=sys.stderr):
-            for c in cfg_list:
-                pol, K = c
-                if pol.startswith("hf_"):
-                    if batch > 1 and pol == "hf_assisted":
-                        continue  # Hugging Face refuses assisted generation at batch > 1
-                    toks, wall = _run_hf(target, draft, tok, grp, args.max_new_tokens, pol == "hf_assisted")
-                    st = None
-                else:
-                    toks, wall, st = _run_engine(engines, c, grp, args.max_new_tokens)
-                a = acc[c]
-                a["tokens"] += sum(len(t) for t in toks)
-                a["wall"] += wall
-                a["outputs"] += toks
-                if st is not None:
-                    if a["stats"] is None:
-                        a["stats"] = type(st)()
-                    a["stats"].add(st)
-        base = acc[("autoregressive", 0)]
-        base_tps = base["tokens"] / base["wall"]
-        for c in cfg_list:
-            a = acc[c]
-            if a["wall"] == 0:
-                continue
-            pol, K = c
-            tps = a["tokens"] / a["wall"]
-            row = {
-                "batch": batch,
-                "policy": pol,
-                "K": K,
-                "tokens": a["tokens"],
-                "wall_s": round(a["wall"], 3),
-                "tokens_per_s": round(tps, 3),
-                "tokens_per_s_per_row": round(tps / batch, 3),
-                "speedup_vs_autoregressive": round(tps / base_tps, 3),
-                "same_tokens_as_autoregressive": a["outputs"] == base["outputs"],
-            }
-            st = a["stats"]
-            if st is not None:
-                # per-cycle averages over the batch-level timers
-                cyc = st.cycle_time
-                row.update(
-                    mean_accepted_length=round(st.mean_accepted_length, 3) if pol != "autoregressive" else 1.0,
-                    cycles=st.cycles,
-                    batched_cycles=st.steps,
-                    cycle_ms=round(1000 * cyc / max(st.steps, 1), 2),
-                    share_draft=round(st.time_draft / cyc, 4),
-                    share_target=round(st.time_target / cyc, 4),
-                    share_verify=round(st.time_verify / cyc, 4),
-                    share_other=round(st.time_other / cyc, 4),
-                    prefill_s=round(st.time_prefill, 3),
-                )
-            rows.append(row)
-
-    measure(1, cfgs)
-    best_k = args.batch_k
-    if best_k is None:
-        std = [r for r in rows if r["batch"] == 1 and r["policy"] == "standard"]
-        best_k = max(std, key=lambda r: r["tokens_per_s"])["K"]
-    bcfgs = [("autoregressive", 0), ("standard", best_k), ("topk", best_k), ("hf_generate", 0)]
-    if draft_vocab is not None:
-        bcfgs.insert(2, ("standard+dv", best_k))
-    for b in args.batch_sizes:
-        if b == 1:
-            continue
-        measure(b, bcfgs)
-
-    hdr = f"{'batch':>5} {'policy':<15} {'K':>2} {'tok/s':>8} {'tok/s/row':>9} {'speedup':>7} {'m':>5} " \
-          f"{'draft':>6} {'target':>6} {'verify':>6} {'other':>6} same"
-    print(hdr)
-    for r in rows:
-        m = r.get("mean_accepted_length", float("nan"))
-        sh = [r.get(k, float("nan")) for k in ("share_draft", "share_target", "share_verify", "share_other")]
-        print(
-            f"{r['batch']:>5} {r['policy']:<15} {r['K']:>2} {r['tokens_per_s']:>8.2f} {r['tokens_per_s_per_row']:>9.2f} "
-            f"{r['speedup_vs_autoregressive']:>7.2f} {m:>5.2f} " + " ".join(f"{x:>6.1%}" for x in sh)
-            + f" {r['same_tokens_as_autoregressive']}"
-        )
-    result = {
-        "command": " ".join([os.path.basename(sys.argv[0])] + (argv if argv is not None else sys.argv[1:])),
-        "pair": args.pair,
-        "task": args.task,
-        "split": args.split,
-        "prompts": len(prompts),
-        "max_new_tokens": args.max_new_tokens,
-        "top_k": args.top_k,
-        "draft_vocab": int(draft_vocab.numel()) if draft_vocab is not None else None,
-        "torch_threads": torch.get_num_threads(),
-        "machine": platform.processor() or platform.machine(),
-        "rows": rows,
-    }
-    if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"wrote {args.out}")
-    return result
+    for task_name, b, configs, judges, paths in todo:
+        task = load_task(task_name)
+        examples = task.examples("eval", limit=args.limit)
+        prompts = [task.build_prompt(tok, ex) for ex in examples]
+        max_new = args.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
+        engines = build_engines(target, draft, tok, configs, judges)
+        for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
+            engines[c.key].generate(prompts[:1], max_new_tokens=4)
+        t_block = time.perf_counter()
+        rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new)
+        block = {
+            "task": task_name, "batch": b, "max_new_tokens": max_new, "split": "eval",
+            "prompt_ids": [ex.prompt_id for ex in examples], "verifiers": paths, "command": command,
+            "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
+        }
+        path = args.out / BLOCKS / f"{task_name}_b{b}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(block, indent=1))
+        os.replace(tmp, path)  # a block is either whole or absent
+        write_report(args.out)
+        best = max((r for r in rows if r["policy"] != "autoregressive"), key=lambda r: r["tokens_per_s"], default=None)
+        print(f"[wallclock] {task_name} batch {b}: {len(rows)} configurations in {block['block_seconds']:.0f} s"
+              + (f"; fastest {best['name']}@K{best['K']} {best['speedup_vs_target_only']:.2f}x target-only"
+                 if best else ""), file=sys.stderr, flush=True)
+    if not todo:
+        write_report(args.out)
+    print(f"[wallclock] wrote {args.out}/results.json, results.md, pareto.png, speed_vs_fidelity.png")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,222 @@
+"""The measurement core of ``bench/run_wallclock.py``: policy configurations, one
+interleaved block of runs, and the task scores of what each policy wrote.
+
+A *block* is one (task, batch size) pair: every configuration of the block runs on
+prompt group 1, then every one on group 2, ..., so that load from other processes
+hits all configurations alike and the speed ratios inside a block survive a noisy
+machine. The target-only run of each group is the reference the other
+configurations' outputs are scored against (the target's own greedy answers).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+AUTOREGRESSIVE = "target-only"
+
+#: what the fidelity column means per task (agreement with the target's own greedy output)
+FIDELITY = {
+    "gsm8k": "same final answer as target",
+    "gpqa": "same letter as target",
+    "humaneval": "same test outcome as target",
+    "sharegpt": "ROUGE-L vs target",
+}
+#: what the task-score column means per task
+TASK_SCORE = {
+    "gsm8k": "accuracy",
+    "gpqa": "accuracy",
+    "humaneval": "pass@1",
+    "sharegpt": "target mean log-lik",
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """One policy configuration of the matrix."""
+
+    name: str  # e.g. "standard", "top-2", "SelfJudge-F", "AutoJudge-q0.50"
+    family: str  # "target-only" | "standard" | "top-k" | "SelfJudge" | "AutoJudge" (one Pareto curve each)
+    policy: str  # engine policy name
+    K: int  # draft tokens per cycle (0 for target-only)
+    threshold: str | None = None  # judge threshold name
+    top_k: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@K{self.K}"
+
+
+def make_configs(
+    ks: Sequence[int],
+    top_ks: Sequence[int],
+    judges: dict[str, Any],  # family -> Verifier (missing families are skipped)
+    named_thresholds: Sequence[str],
+    sweep_thresholds: Sequence[str],
+    sweep_ks: Sequence[int],
+) -> list[Config]:
+    """Target-only first, then per K: standard, top-k, each judge at its named thresholds
+    (and at the sweep thresholds for K in ``sweep_ks``)."""
+    cfgs = [Config(AUTOREGRESSIVE, AUTOREGRESSIVE, "autoregressive", 0)]
+    for K in ks:
+        cfgs.append(Config("standard", "standard", "standard", K))
+        cfgs += [Config(f"top-{k}", "top-k", "topk", K, top_k=k) for k in top_ks]
+        for family, verifier in judges.items():
+            names = list(named_thresholds) + (list(sweep_thresholds) if K in sweep_ks else [])
+            seen = set()
+            for t in names:
+                if t in seen or t not in verifier.thresholds:
+                    continue
+                seen.add(t)
+                cfgs.append(Config(f"{family}-{t}", family, "judge", K, threshold=t))
+    return cfgs
+
+
+def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: dict[str, Any]) -> dict[str, Any]:
+    from selfjudge.engine import SpeculativeEngine
+
+    engines = {}
+    for c in configs:
+        engines[c.key] = SpeculativeEngine(
+            target,
+            draft if c.policy != "autoregressive" else None,
+            tokenizer,
+            num_draft_tokens=max(c.K, 1),
+            policy=c.policy,
+            verifier=judges.get(c.family),
+            threshold=c.threshold,
+            top_k=c.top_k or 2,
+        )
+    return engines
+
+
+class TaskScorer:
+    """Task score and fidelity (agreement with the target's own output) of one generation.
+
+    Open-ended prompts have no answer to check: their task score is the target's
+    mean log-likelihood of the generated tokens and their fidelity ROUGE-L against
+    the target's greedy output. Results are cached per (prompt, text), since greedy
+    policies often write identical texts and HumanEval runs a sandboxed process.
+    """
+
+    def __init__(self, task, target, tokenizer):
+        self.task, self.target, self.tokenizer = task, target, tokenizer
+        self.name = getattr(task, "name", type(task).__name__)
+        self._cache: dict[tuple, float] = {}
+
+    def _cached(self, key: tuple, fn: Callable[[], float]) -> float:
+        if key not in self._cache:
+            self._cache[key] = float(fn())
+        return self._cache[key]
+
+    def task_score(self, example, prompt: str, text: str, token_ids: list[int]) -> float:
+        if self.name == "sharegpt":
+            from selfjudge.tasks.metrics import mean_logprob
+
+            if not token_ids:
+                return float("nan")
+            return self._cached(("ll", example.prompt_id, tuple(token_ids)), lambda: mean_logprob(
+                self.target, self.tokenizer, prompt, completion_ids=token_ids))
+        return self._cached(("score", example.prompt_id, text), lambda: self.task.score(text, example))
+
+    def fidelity(self, example, text: str, reference: str) -> float:
+        if self.name == "sharegpt":
+            from selfjudge.tasks.metrics import rouge_l
+
+            return self._cached(("rouge", text, reference), lambda: rouge_l(text, reference))
+        return self._cached(("same", example.prompt_id, text, reference),
+                            lambda: self.task.same_answer(text, reference, example))
+
+
+def _mean(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def run_block(
+    engines: dict[str, Any],
+    configs: Sequence[Config],
+    scorer: TaskScorer,
+    examples: Sequence[Any],
+    prompts: Sequence[str],
+    batch: int,
+    max_new_tokens: int,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run every configuration on every prompt group of ``batch`` prompts (interleaved)
+    and return one row of figures per configuration."""
+    from tqdm import tqdm
+
+    from selfjudge.engine import GenerationStats
+
+    if not configs or configs[0].name != AUTOREGRESSIVE:
+        raise ValueError("the first configuration must be target-only (it is the reference)")
+    acc = {c.key: {"wall": 0.0, "stats": GenerationStats(), "outputs": []} for c in configs}
+    groups = [list(range(i, min(i + batch, len(prompts)))) for i in range(0, len(prompts), batch)]
+    bar = tqdm(total=len(groups) * len(configs), desc=f"{scorer.name} batch {batch}", file=sys.stderr,
+               disable=not progress)
+    for grp in groups:
+        for c in configs:
+            eng = engines[c.key]
+            t0 = time.perf_counter()
+            res = eng.generate([prompts[i] for i in grp], max_new_tokens=max_new_tokens)
+            wall = time.perf_counter() - t0
+            a = acc[c.key]
+            a["wall"] += wall
+            a["stats"].add(eng.last_batch_stats)
+            a["outputs"] += [(r.text, list(r.token_ids)) for r in res]
+            bar.update(1)
+    bar.close()
+
+    ref = [text for text, _ in acc[configs[0].key]["outputs"]]
+    base_tps = None
+    std_tps: dict[int, float] = {}
+    rows = []
+    for c in configs:
+        a = acc[c.key]
+        tokens = sum(len(ids) for _, ids in a["outputs"])
+        tps = tokens / a["wall"] if a["wall"] > 0 else float("nan")
+        st = a["stats"]
+        scores = [scorer.task_score(ex, p, text, ids) for ex, p, (text, ids) in zip(examples, prompts, a["outputs"])]
+        fid = [scorer.fidelity(ex, text, r) for ex, (text, _), r in zip(examples, a["outputs"], ref)]
+        if c.name == AUTOREGRESSIVE:
+            base_tps = tps
+        if c.name == "standard":
+            std_tps[c.K] = tps
+        cyc = st.cycle_time
+        row = {
+            **asdict(c),
+            "task": scorer.name,
+            "batch": batch,
+            "prompts": len(prompts),
+            "tokens": tokens,
+            "wall_s": a["wall"],
+            "tokens_per_s": tps,
+            "speedup_vs_target_only": tps / base_tps if base_tps else float("nan"),
+            "speedup_vs_standard": tps / std_tps[c.K] if c.K in std_tps else float("nan"),
+            "mean_accepted_length": st.mean_accepted_length if c.policy != "autoregressive" else 1.0,
+            "acceptance_rate": st.acceptance_rate,
+            "draft_tokens": st.draft_tokens,
+            "accepted_tokens": st.accepted_tokens,
+            "judge_accepted_tokens": st.judge_accepted,
+            "cycles": st.cycles,
+            "target_forwards": st.target_forwards,
+            "task_score": _mean(scores),
+            "task_score_name": TASK_SCORE.get(scorer.name, "score"),
+            "fidelity": _mean(fid),
+            "fidelity_name": FIDELITY.get(scorer.name, "agreement with target"),
+            "same_tokens_as_target_only": [ids for _, ids in a["outputs"]] == [ids for _, ids in
+                                                                               acc[configs[0].key]["outputs"]],
+            "share_draft": st.time_draft / cyc if cyc else 0.0,
+            "share_target": st.time_target / cyc if cyc else 0.0,
+            "share_verify": st.time_verify / cyc if cyc else 0.0,
+            "share_other": st.time_other / cyc if cyc else 0.0,
+            "per_prompt": {"task_score": scores, "fidelity": fid, "tokens": [len(ids) for _, ids in a["outputs"]]},
+        }
+        rows.append(row)
+    return rows
