@@ -59,6 +59,7 @@ class MinedPrompt:
     features: list[torch.Tensor] = field(default_factory=list)  # each [H] float32
     reference_forward_tokens: int = 0  # target tokens fed to write y
     target_forward_tokens: int = 0  # target tokens fed for the regenerations (all labels)
+    cache_shared_forward_tokens: int = 0  # the same with the prefix's keys/values shared (1 + regenerated - 1)
     draft_forward_tokens: int = 0
     reference_wall_seconds: float = 0.0
     wall_seconds: float = 0.0  # mining (after y exists)
@@ -240,6 +241,7 @@ def mine_prompt(
             res.draft_forward_tokens += p + len(y) - 1
         cursor = i + 1
     res.final_ids = y
+    res.cache_shared_forward_tokens = res.target_forward_tokens  # this walk shares the prefix's cache
     res.wall_seconds = time.perf_counter() - t1
     return res
 
@@ -266,8 +268,16 @@ def mine_task(
     command: str | None = None,
     progress: bool = True,
     split: str | None = None,
+    batch_size: int = 1,
 ) -> dict[str, Any]:
-    """Mine AutoJudge labels for ``examples`` into ``out_dir`` (label-shard format, resumable)."""
+    """Mine AutoJudge labels for ``examples`` into ``out_dir`` (label-shard format, resumable).
+
+    ``batch_size`` > 1 walks that many prompts in lock step
+    (:func:`selfjudge.judge.autojudge_batch.mine_batch`: same labels, batched
+    regenerations); each prompt is still committed as its own batch record.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     from tqdm import tqdm
 
     from selfjudge.labelling.shards import SUMMARY, ShardWriter
@@ -299,16 +309,36 @@ def mine_task(
     def dec(ids: list[int]) -> str:
         return tokenizer.decode(ids, skip_special_tokens=True)
 
-    for ex in tqdm(todo, desc="autojudge", disable=not progress):
-        prompt_ids = list(tokenizer.encode(task.build_prompt(tokenizer, ex), add_special_tokens=False))
-
-        def same(cand: list[int], ref: list[int], ex=ex) -> bool:
+    def same_fn(ex):
+        def same(cand: list[int], ref: list[int]) -> bool:
             return bool(task.same_answer(dec(cand), dec(ref), ex))
 
-        r = mine_prompt(
-            target, draft, prompt_ids, same, max_new_tokens, eos, max_labels=max_labels_per_prompt,
-            label_fraction=label_fraction, seed=zlib.crc32(ex.prompt_id.encode()),
-        )
+        return same
+
+    def prompt_of(ex) -> list[int]:
+        return list(tokenizer.encode(task.build_prompt(tokenizer, ex), add_special_tokens=False))
+
+    def seed_of(ex) -> int:
+        return zlib.crc32(ex.prompt_id.encode())
+
+    def mined():
+        """(example, MinedPrompt) in order, one batch of walks at a time."""
+        from selfjudge.judge.autojudge_batch import mine_batch
+
+        for b0 in range(0, len(todo), batch_size):
+            group = todo[b0 : b0 + batch_size]
+            if batch_size == 1:
+                ex = group[0]
+                yield ex, mine_prompt(target, draft, prompt_of(ex), same_fn(ex), max_new_tokens, eos,
+                                      max_labels=max_labels_per_prompt, label_fraction=label_fraction,
+                                      seed=seed_of(ex))
+                continue
+            res = mine_batch(target, draft, [prompt_of(ex) for ex in group], [same_fn(ex) for ex in group],
+                             max_new_tokens, eos, seeds=[seed_of(ex) for ex in group],
+                             max_labels=max_labels_per_prompt, label_fraction=label_fraction)
+            yield from zip(group, res)
+
+    for ex, r in tqdm(mined(), total=len(todo), desc="autojudge", disable=not progress):
         rows = []
         for k in range(len(r.labels)):
             rows.append(
@@ -331,6 +361,8 @@ def mine_task(
             "response_tokens": len(r.reference_ids),
             "reference_answer": repr(task.extract_answer(ref_text)),
             "target_forward_tokens": r.target_forward_tokens,
+            "cache_shared_forward_tokens": r.cache_shared_forward_tokens,
+            "batch_size": batch_size,
             "draft_forward_tokens": r.draft_forward_tokens,
             "reference_forward_tokens": r.reference_forward_tokens,
             "wall_seconds": r.wall_seconds,
@@ -360,6 +392,10 @@ def summarise(records: list[dict[str, Any]], method: str) -> dict[str, Any]:
     for key in ("wall_seconds", "target_forward_tokens", "draft_forward_tokens", "reference_wall_seconds",
                 "reference_forward_tokens"):
         out[key] = sum(s.get(key, 0) for s in stats)
+    # older records (batch-1 walks only) have no separate count: their walk shared the cache
+    out["cache_shared_forward_tokens"] = sum(s.get("cache_shared_forward_tokens", s.get("target_forward_tokens", 0))
+                                             for s in stats)
+    out["cache_shared_forward_tokens_per_label"] = out["cache_shared_forward_tokens"] / n if n else None
     out["seconds_per_label"] = out["wall_seconds"] / n if n else None
     out["target_forward_tokens_per_label"] = out["target_forward_tokens"] / n if n else None
     return out
@@ -403,9 +439,10 @@ def _run(args: argparse.Namespace) -> int:
         task_name=args.task,
         command=command,
         split=args.split,
+        batch_size=args.batch_size,
     )
     print({k: summary[k] for k in ("n_prompts", "n_labels", "positive_rate", "seconds_per_label",
-                                    "target_forward_tokens_per_label")})
+                                    "target_forward_tokens_per_label", "cache_shared_forward_tokens_per_label")})
     return 0
 
 
@@ -424,6 +461,8 @@ def register(subparsers) -> None:
                    help="label each reached mismatch with this probability (others are stepped over unswapped)")
     p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --pair)")
     p.add_argument("--draft-id", default=None)
+    p.add_argument("--batch-size", type=int, default=1,
+                   help="walk this many prompts in lock step (batched regenerations; same labels)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
     p.set_defaults(func=_run)
