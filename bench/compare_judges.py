@@ -121,7 +121,11 @@ def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows, pl
             counted = planned
         n = sum(int(b.get("rows", 0)) for b in batches)
         label_s = sum(_get(r, "wall_seconds") or (_get(r, "score_seconds") + _get(r, "draft_seconds")) for r in sel)
-        label_tok = sum(_get(r, "target_forward_tokens", "score_forward_tokens") for r in sel)
+        # AutoJudge: the tokens a cache-sharing walk feeds (the batched miner re-reads prefixes; that
+        # count is kept as label_target_forward_tokens_fed), so the ratio never flatters SelfJudge
+        label_tok = sum(_get(r, "cache_shared_forward_tokens", "target_forward_tokens", "score_forward_tokens")
+                        for r in sel)
+        fed_tok = sum(_get(r, "target_forward_tokens", "score_forward_tokens") for r in sel)
         gen_s = sum(_get(r, "reference_wall_seconds", "generate_seconds") for r in sel)
         gen_tok = sum(_get(r, "reference_forward_tokens", "generate_forward_tokens") for r in sel)
         if counted is not None:  # measured by forward hooks in run-selfjudge (the pipeline records no tokens)
@@ -134,6 +138,7 @@ def cost_table(sj_dir: str, aj_dir: str, prompts: set[str], sj_rows, aj_rows, pl
             "n_labels": n,
             "label_wall_seconds": label_s,
             "label_target_forward_tokens": int(label_tok),
+            "label_target_forward_tokens_fed": int(fed_tok) if name == "autojudge" else int(label_tok),
             "response_wall_seconds": gen_s,
             "response_target_forward_tokens": int(gen_tok),
             "seconds_per_label": label_s / n if n else None,

@@ -36,7 +36,9 @@ from typing import Any, Sequence
 import numpy as np
 
 DEFAULT_C_GRID: tuple[float, ...] = tuple(float(c) for c in np.logspace(-5, 1, 13))
-DEFAULT_QUANTILES: tuple[float, ...] = tuple(round(q, 2) for q in np.arange(0.05, 0.951, 0.05))
+# every 5 % plus the conservative end (accepting only the top 1-3 % of mismatches), where a small
+# target's answers survive relaxed acceptance
+DEFAULT_QUANTILES: tuple[float, ...] = tuple(round(q, 2) for q in np.arange(0.05, 0.951, 0.05)) + (0.97, 0.98, 0.99)
 
 FEATURE_DEFINITION = (
     "target final-layer hidden state (output_hidden_states[-1], after the final norm) at the position of the "

@@ -107,7 +107,7 @@ def test_fit_verifier_learns_and_exports_folded_float32(tmp_path):
     np.testing.assert_allclose(v.logits(torch.from_numpy(X)).numpy(), model.decision_function(X), atol=2e-4, rtol=1e-5)
     assert rep["val_roc_auc"] == pytest.approx(roc_auc_score(y[va], model.decision_function(X[va])), abs=1e-6)
     assert rep["at_threshold"]["R"]["unacceptable_recall"] >= 0.9
-    assert set(["F", "R", "q0.05", "q0.50", "q0.95"]) <= set(v.thresholds)
+    assert set(["F", "R", "q0.05", "q0.50", "q0.95", "q0.99"]) <= set(v.thresholds)
     assert sum(r["count"] for r in rep["reliability"]) == ts["n_val"]
     # round trip
     p = tmp_path / "v.safetensors"
