@@ -18,12 +18,13 @@ import time
 import torch
 
 
-def decode_step_ms(model, prompt_ids, repeats: int) -> float:
-    """Median wall time of one batch-1 decode step (1 new token, KV cache of the prompt)."""
+def decode_step_ms(model, prompt_ids, repeats: int, new_tokens: int = 1) -> float:
+    """Median wall time of one batch-1 cached forward over ``new_tokens`` tokens after the prompt
+    (1: a decode step; K+1: the target's verify forward of a speculative cycle)."""
     with torch.no_grad():
         out = model(prompt_ids, use_cache=True)
         times = []
-        nxt = prompt_ids[:, -1:]
+        nxt = prompt_ids[:, -new_tokens:]
         for _ in range(repeats):
             import copy
 
@@ -100,6 +101,11 @@ def main() -> None:
     for name in dec:
         res[f"decode_ms_{name}"] = statistics.median(dec[name])
         res[f"prefill_ms_{name}"] = statistics.median(pre[name])
+    # what a speculative cycle pays for verification on this machine: K+1 tokens through the target
+    for k in (4, 8):
+        res[f"verify_ms_target_K{k}"] = statistics.median(decode_step_ms(target, ids, args.repeats // 3, k + 1)
+                                                          for _ in range(3))
+        res[f"verify_over_decode_K{k}"] = res[f"verify_ms_target_K{k}"] / res["decode_ms_target"]
     res["prompt_tokens"] = ids.shape[1]
     res["decode_cost_ratio"] = res["decode_ms_draft"] / res["decode_ms_target"]
     res["prefill_cost_ratio"] = res["prefill_ms_draft"] / res["prefill_ms_target"]

@@ -1,0 +1,29 @@
+"""``selfjudge demo`` end to end on the real default pair (1 prompt, a few tokens)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.default_pair
+
+
+def test_demo_prints_table_and_writes_json_and_plot(tmp_path):
+    out = tmp_path / "demo"
+    res = subprocess.run([sys.executable, "-m", "selfjudge.cli", "demo", "--prompts", "1", "--max-new-tokens", "12",
+                          "--out", str(out), "--no-color"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((out / "demo.json").read_text())
+    names = [r["policy"] for r in report["rows"]]
+    assert names[0] == "target-only" and names[1] == "standard SD" and names[2].startswith("SelfJudge")
+    base, std = report["rows"][0], report["rows"][1]
+    assert base["speedup_vs_target_only"] == 1.0 and base["mean_accepted_length"] == 1.0
+    # greedy standard SD is lossless: the same completion as target-only decoding
+    assert report["completions"]["standard SD"] == report["completions"]["target-only"]
+    assert std["agreement_with_target"] == 1.0 and std["mean_accepted_length"] >= 1.0
+    assert all(0 < r["new_tokens"] <= 12 for r in report["rows"])
+    assert (out / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    assert "policy" in res.stdout and "wrote" in res.stdout
