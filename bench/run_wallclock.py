@@ -39,7 +39,7 @@ from wallclock_matrix import TaskScorer, build_engines, make_configs, run_block 
 from wallclock_report import BLOCKS, write_report  # noqa: E402
 
 DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128}
-SWEEP = ["q0.50", "q0.70", "q0.80", "q0.90", "q0.95"]
+SWEEP = ["q0.50", "q0.80", "q0.90", "q0.95", "q0.98", "q0.99"]
 
 
 def environment() -> dict:
@@ -114,6 +114,8 @@ def parse_args(argv=None):
                     help="batch sizes with the sweep (default: the largest)")
     ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
+    ap.add_argument("--hf-baselines", action="store_true",
+                    help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
     ap.add_argument("--out", type=Path, default=Path("bench/results/wallclock"), help="results folder")
     ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
@@ -154,7 +156,8 @@ def main(argv=None) -> int:
         judges, paths = load_judges(args, task_name, hidden)
         for b in args.batch_sizes:
             sweep = args.sweep if b in args.sweep_batches else []
-            configs = make_configs(args.ks, args.top_ks, judges, args.thresholds, sweep, args.sweep_ks)
+            configs = make_configs(args.ks, args.top_ks, judges, args.thresholds, sweep, args.sweep_ks,
+                                   hf_baselines=args.hf_baselines and b == 1)
             plan.append((task_name, b, configs, judges, paths))
 
     # expected duration: a measured target-only step times every configuration's tokens

@@ -59,10 +59,15 @@ def make_configs(
     named_thresholds: Sequence[str],
     sweep_thresholds: Sequence[str],
     sweep_ks: Sequence[int],
+    hf_baselines: bool = False,
 ) -> list[Config]:
     """Target-only first, then per K: standard, top-k, each judge at its named thresholds
-    (and at the sweep thresholds for K in ``sweep_ks``)."""
+    (and at the sweep thresholds for K in ``sweep_ks``); with ``hf_baselines``, Hugging Face's
+    own ``generate`` (target only) and assisted generation with the same draft (batch 1 only:
+    Hugging Face refuses assisted generation at batch > 1)."""
     cfgs = [Config(AUTOREGRESSIVE, AUTOREGRESSIVE, "autoregressive", 0)]
+    if hf_baselines:
+        cfgs += [Config("HF generate", "HF", "hf_generate", 0), Config("HF assisted", "HF", "hf_assisted", 0)]
     for K in ks:
         cfgs.append(Config("standard", "standard", "standard", K))
         cfgs += [Config(f"top-{k}", "top-k", "topk", K, top_k=k) for k in top_ks]
@@ -77,11 +82,60 @@ def make_configs(
     return cfgs
 
 
+class HFGenerate:
+    """Hugging Face ``generate`` (greedy) behind the engine's ``generate`` interface, as a baseline.
+
+    ``assistant`` set: assisted generation (Hugging Face's speculative decoding) with that draft.
+    Its statistics are empty: Hugging Face does not report accepted lengths.
+    """
+
+    @dataclass
+    class Result:
+        text: str
+        token_ids: list[int]
+
+    def __init__(self, target, tokenizer, assistant=None):
+        from selfjudge.engine import GenerationStats
+
+        self.target, self.tokenizer, self.assistant = target, tokenizer, assistant
+        self.last_batch_stats = GenerationStats()
+        eos = target.generation_config.eos_token_id
+        self.eos = {eos} if isinstance(eos, int) else set(eos or [])
+
+    @torch.inference_mode()
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list["HFGenerate.Result"]:
+        tok = self.tokenizer
+        if self.assistant is not None and len(prompts) > 1:
+            raise ValueError("Hugging Face assisted generation supports batch size 1 only")
+        side, tok.padding_side = tok.padding_side, "left"
+        try:
+            enc = tok(list(prompts), add_special_tokens=False, return_tensors="pt", padding=True)
+        finally:
+            tok.padding_side = side
+        kw = dict(do_sample=False, max_new_tokens=max_new_tokens,
+                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else min(self.eos))
+        if self.assistant is not None:
+            kw["assistant_model"] = self.assistant
+        out = self.target.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:].tolist()
+        results = []
+        for row in out:
+            cut = []
+            for t in row:
+                cut.append(t)
+                if t in self.eos:
+                    break
+            results.append(HFGenerate.Result(tok.decode(cut, skip_special_tokens=True), cut))
+        return results
+
+
 def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: dict[str, Any]) -> dict[str, Any]:
     from selfjudge.engine import SpeculativeEngine
 
     engines = {}
     for c in configs:
+        if c.policy in ("hf_generate", "hf_assisted"):
+            engines[c.key] = HFGenerate(target, tokenizer, draft if c.policy == "hf_assisted" else None)
+            continue
         engines[c.key] = SpeculativeEngine(
             target,
             draft if c.policy != "autoregressive" else None,
@@ -199,7 +253,8 @@ def run_block(
             "tokens_per_s": tps,
             "speedup_vs_target_only": tps / base_tps if base_tps else float("nan"),
             "speedup_vs_standard": tps / std_tps[c.K] if c.K in std_tps else float("nan"),
-            "mean_accepted_length": st.mean_accepted_length if c.policy != "autoregressive" else 1.0,
+            "mean_accepted_length": (1.0 if c.policy == "autoregressive" else
+                                     float("nan") if c.family == "HF" else st.mean_accepted_length),
             "acceptance_rate": st.acceptance_rate,
             "draft_tokens": st.draft_tokens,
             "accepted_tokens": st.accepted_tokens,

@@ -70,7 +70,7 @@ def _points(rows: list[dict[str, Any]], K: int | None = None):
     """(family -> [(m, fidelity, tok/s)]) of one block, target-only included, at one K."""
     out: dict[str, list[tuple[float, float, float]]] = {}
     for r in rows:
-        if K is not None and r["K"] not in (0, K):
+        if (K is not None and r["K"] not in (0, K)) or r["family"] == "HF":  # HF reports no m
             continue
         out.setdefault(r["family"], []).append((r["mean_accepted_length"], r["fidelity"], r["tokens_per_s"]))
     return out

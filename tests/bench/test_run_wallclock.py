@@ -117,3 +117,23 @@ def test_block_needs_target_only_first():
         assert "target-only" in str(e)
     else:
         raise AssertionError("run_block accepted a matrix without the target-only reference")
+
+
+def test_hf_baselines_write_the_target_greedy_output():
+    wm = load("wallclock_matrix")
+    tok, target, draft, verifier, prompts = _setup()
+    cfgs = wm.make_configs([2], [], {}, [], [], [], hf_baselines=True)
+    assert [c.name for c in cfgs] == ["target-only", "HF generate", "HF assisted", "standard"]
+    rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, {}), cfgs,
+                        wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 1, 5,
+                        progress=False)
+    by = {r["name"]: r for r in rows}
+    for name in ("HF generate", "HF assisted", "standard"):
+        assert by[name]["same_tokens_as_target_only"], name
+    assert math.isnan(by["HF assisted"]["mean_accepted_length"])  # Hugging Face reports no m
+    try:
+        wm.HFGenerate(target, tok, assistant=draft).generate(prompts[:2], 4)
+    except ValueError as e:
+        assert "batch size 1" in str(e)
+    else:
+        raise AssertionError("assisted generation at batch 2 was not refused")
