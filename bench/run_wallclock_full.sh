@@ -22,4 +22,4 @@ python bench/run_wallclock.py --out "$out" --tasks humaneval gpqa --batch-sizes 
 } > "$logs/wallclock-laneB.log" 2>&1 &
 b=$!
 wait $a; wait $b
-python bench/wallclock_report.py "$out"
+python -m selfjudge.bench.report "$out"

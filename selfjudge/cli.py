@@ -19,6 +19,7 @@ JOB_MODULES: list[str] = [
     "selfjudge.engine.cli",
     "selfjudge.models.distill",
     "selfjudge.demo",
+    "selfjudge.bench.wallclock",
 ]
 
 

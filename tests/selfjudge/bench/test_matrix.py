@@ -1,6 +1,5 @@
-"""bench/run_wallclock.py's measurement core and report on tiny random Llamas (no default pair)."""
+"""The wall-clock matrix's measurement core and report (selfjudge.bench) on tiny random Llamas."""
 
-import importlib.util
 import json
 import math
 import sys
@@ -8,10 +7,11 @@ from pathlib import Path
 
 import torch
 
+from selfjudge.bench import matrix as wm
+from selfjudge.bench import report as rep
 from selfjudge.judge import Verifier
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "selfjudge" / "models"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 
 from _tiny import make_tokenizer  # noqa: E402
 
@@ -27,10 +27,6 @@ def tiny_llama(vocab_size, layers, seed):
     return LlamaForCausalLM(cfg).eval()
 
 
-def load(name):
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # the bench scripts import each other as plain modules
-    return importlib.import_module(name)
 
 
 class WordTask:
@@ -61,7 +57,6 @@ def _setup():
 
 
 def test_matrix_configs_and_block_rows():
-    wm = load("wallclock_matrix")
     tok, target, draft, verifier, prompts = _setup()
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2, 3], [2], judges, ["none", "all", "missing"], ["F"], sweep_ks=[2])
@@ -90,7 +85,6 @@ def test_matrix_configs_and_block_rows():
 
 
 def test_report_writes_tables_and_plots(tmp_path):
-    wm, rep = load("wallclock_matrix"), load("wallclock_report")
     tok, target, draft, verifier, prompts = _setup()
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2], [2], judges, ["none", "all"], [], [])
@@ -109,7 +103,6 @@ def test_report_writes_tables_and_plots(tmp_path):
 
 
 def test_block_needs_target_only_first():
-    wm = load("wallclock_matrix")
     cfg = [wm.Config("standard", "standard", "standard", 2)]
     try:
         wm.run_block({}, cfg, None, [], [], 1, 4, progress=False)
@@ -120,7 +113,6 @@ def test_block_needs_target_only_first():
 
 
 def test_hf_baselines_write_the_target_greedy_output():
-    wm = load("wallclock_matrix")
     tok, target, draft, verifier, prompts = _setup()
     cfgs = wm.make_configs([2], [], {}, [], [], [], hf_baselines=True)
     assert [c.name for c in cfgs] == ["target-only", "HF generate", "HF assisted", "standard"]

@@ -1,10 +1,10 @@
-"""Tables and plots of a ``bench/run_wallclock.py`` run: reads the per-block JSON files
+"""Tables and plots of a wall-clock matrix run: reads the per-block JSON files
 of a results folder and writes ``results.json`` (every figure + environment),
 ``results.md`` (one table per task and batch size) and two PNG figures:
 ``pareto.png`` (fidelity against mean accepted length, one curve per method) and
 ``speed_vs_fidelity.png`` (tokens/s against fidelity).
 
-    python bench/wallclock_report.py bench/results/wallclock
+    python -m selfjudge.bench.report bench/results/wallclock
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +130,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folder", type=Path)
     args = ap.parse_args(argv)
-    write_report(args.folder)
+    try:
+        write_report(args.folder)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {args.folder}/results.json, results.md, pareto.png, speed_vs_fidelity.png")
     return 0
 

@@ -1,4 +1,4 @@
-"""The measurement core of ``bench/run_wallclock.py``: policy configurations, one
+"""The measurement core of the wall-clock matrix: policy configurations, one
 interleaved block of runs, and the task scores of what each policy wrote.
 
 A *block* is one (task, batch size) pair: every configuration of the block runs on
