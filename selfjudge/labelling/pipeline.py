@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -142,6 +144,7 @@ def label(
     backend: str = "auto",
     pair=None,
     progress: bool = True,
+    command: str | None = None,
 ) -> dict:
     """Label ``limit`` prompts of ``task``'s ``split``; returns the summary dict.
 
@@ -192,6 +195,7 @@ def label(
         "feature": FEATURE_DOC,
         "max_new_tokens": max_new_tokens,
         "format_version": 1,
+        "command": command,  # the command line that made the labels (copied into verifiers' metadata)
     }
     compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
     writer = ShardWriter(out, manifest, compare_keys=compare)
@@ -273,6 +277,7 @@ def _run(args) -> int:
         max_new_tokens=args.max_new_tokens,
         max_tokens_per_forward=args.max_tokens_per_forward,
         backend=args.backend,
+        command="selfjudge " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
     )
     print(json.dumps(summary, indent=2))
     return 0

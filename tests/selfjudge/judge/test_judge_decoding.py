@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -36,13 +38,22 @@ def test_verifier_file_drives_judge_policy(tmp_path):
     assert allj.stats.mean_accepted_length > std.stats.mean_accepted_length
 
 
-def test_shipped_verifiers_load_for_the_default_pair():
-    # only the SelfJudge verifier ships so far: the AutoJudge run had too few acceptable labels to train one
-    for method in ("selfjudge",):
-        v = load_verifier(shipped_verifier_path(method), expect_model="smollm2-135m", expect_hidden_size=576)
-        m = v.metadata
-        assert m["method"] == method and m["task"] == "gsm8k"
-        assert m["command"].startswith("selfjudge train") and m["training_set"]["n"] > 0
-        assert {"F", "R", "q0.50"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())
-        assert 0.0 <= m["metrics"]["val_roc_auc"] <= 1.0
-        assert torch.isfinite(v.weight).all()
+SHIPPED = [("selfjudge", "gsm8k"), ("autojudge", "gsm8k"), ("selfjudge", "sharegpt")]
+
+
+@pytest.mark.parametrize("method,task", SHIPPED)
+def test_shipped_verifiers_load_for_the_default_pair(method, task):
+    v = load_verifier(shipped_verifier_path(method, "smollm2-135m", task), expect_model="smollm2-135m",
+                      expect_hidden_size=576)
+    m = v.metadata
+    assert m["method"] == method and m["task"] == task and m["draft"] == "smollm2-135m:draft"
+    assert m["command"].startswith("selfjudge train") and m["training_set"]["n"] > 0
+    assert m["labels_command"].startswith("selfjudge " + ("label" if method == "selfjudge" else "autojudge-label"))
+    assert {"F", "R", "q0.50", "q0.99"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())
+    assert 0.0 <= m["metrics"]["val_roc_auc"] <= 1.0
+    if method == "selfjudge":
+        assert m["window"] == 20 and m["tau_quantile"] == 0.9 and math.isfinite(m["tau"])
+    assert torch.isfinite(v.weight).all()
+    # a different model's verifier is refused
+    with pytest.raises(ValueError):
+        load_verifier(shipped_verifier_path(method, "smollm2-135m", task), expect_hidden_size=577)

@@ -73,9 +73,10 @@ def run(pair, out, **kw):
 
 
 def test_end_to_end_rows_match_direct_scoring(pair, tmp_path):
-    summary = run(pair, tmp_path / "a")
+    summary = run(pair, tmp_path / "a", command="selfjudge label --limit 4")
     feats, rows, man = read_labels(tmp_path / "a")
     assert man["method"] == "selfjudge" and man["window"] == 5 and man["tau"] == 0.0 and man["hidden_size"] == 24
+    assert man["command"] == "selfjudge label --limit 4"
     assert feats.shape == (len(rows), 24) and feats.dtype == torch.float32
     assert summary["prompts"] == 4 and summary["mismatches"] == len(rows) > 10
     assert summary["positive"] + summary["negative"] == len(rows)
