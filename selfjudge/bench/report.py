@@ -67,13 +67,18 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+_X = {"m": "mean_accepted_length", "tok/s": "tokens_per_s"}
+_Y = ("fidelity", "task_score")
+
+
 def _points(rows: list[dict[str, Any]], K: int | None = None):
-    """(family -> [(m, fidelity, tok/s)]) of one block, target-only included, at one K."""
-    out: dict[str, list[tuple[float, float, float]]] = {}
+    """(family -> [{m, tok/s, fidelity, task_score}]) of one block, target-only included, at one K."""
+    out: dict[str, list[dict[str, float]]] = {}
     for r in rows:
         if (K is not None and r["K"] not in (0, K)) or r["family"] == "HF":  # HF reports no m
             continue
-        out.setdefault(r["family"], []).append((r["mean_accepted_length"], r["fidelity"], r["tokens_per_s"]))
+        point = {x: r[key] for x, key in _X.items()} | {y: r[y] for y in _Y}
+        out.setdefault(r["family"], []).append(point)
     return out
 
 
@@ -87,23 +92,26 @@ def plot(blocks: list[dict[str, Any]], folder: Path) -> list[Path]:
     if not tasks:
         return []
     written = []
-    for fname, xi, xlabel in (("pareto.png", 0, "mean accepted length m"), ("speed_vs_fidelity.png", 2, "tokens/s")):
-        fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.8), squeeze=False)
-        for ax, task in zip(axes[0], tasks):
+    for fname, x, xlabel in (("pareto.png", "m", "mean accepted length m"), ("speed_vs_fidelity.png", "tok/s", "tokens/s")):
+        # row 0: fidelity to the target's own output; row 1: the task's own score
+        fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 7.2), squeeze=False)
+        for col, task in enumerate(tasks):
             # the block with the sweep: most configurations (ties: smallest batch)
             cands = [b for b in blocks if b["task"] == task]
             b = max(cands, key=lambda b: (len(b["rows"]), -b["batch"]))
             ks = sorted({r["K"] for r in b["rows"] if r["K"]})
             K = max(ks, key=lambda k: sum(r["K"] == k for r in b["rows"])) if ks else None
-            for fam, pts in _points(b["rows"], K).items():
-                color, marker = FAMILY_STYLE.get(fam, ("grey", "x"))
-                pts = sorted(pts)
-                ax.plot([p[xi] for p in pts], [p[1] for p in pts], marker=marker, color=color, label=fam,
-                        linestyle="-" if len(pts) > 1 else "none")
-            ax.set_title(f"{task} (batch {b['batch']}, K={K})")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(b["rows"][0]["fidelity_name"])
-            ax.grid(alpha=0.3)
+            for row, y in enumerate(_Y):
+                ax = axes[row][col]
+                for fam, pts in _points(b["rows"], K).items():
+                    color, marker = FAMILY_STYLE.get(fam, ("grey", "x"))
+                    pts = sorted(pts, key=lambda p: p[x])
+                    ax.plot([p[x] for p in pts], [p[y] for p in pts], marker=marker, color=color, label=fam,
+                            linestyle="-" if len(pts) > 1 else "none")
+                ax.set_title(f"{task} (batch {b['batch']}, K={K})")
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(b["rows"][0][f"{y}_name"])
+                ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
         path = folder / fname
