@@ -423,6 +423,8 @@ def train_from_labels(
             meta["tau_quantile"] = tau_quantile
     if m0.get("command"):
         meta["labels_command"] = m0["command"]
+    if m0.get("commands"):
+        meta["labels_commands"] = m0["commands"]
     for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction"):
         if extra in m0:
             meta[extra] = m0[extra]

@@ -74,11 +74,21 @@ class ShardWriter:
                         "use another --out or delete it"
                     )
             self.manifest = {**old, **{k: v for k, v in manifest.items() if k not in old}}
+            self._record_command(old, manifest.get("command"))
         else:
             self.manifest = dict(manifest)
         _atomic_write_text(mpath, json.dumps(self.manifest, indent=2))
         self.records = read_progress(self.dir)
         self._repair()
+
+    def _record_command(self, old: dict, command: str | None) -> None:
+        # "command" is the latest invocation (a resume with a larger --limit covers the whole
+        # directory); "commands" lists every invocation that wrote here, oldest first
+        if command is None or command == old.get("command"):
+            return
+        history = list(old.get("commands") or ([old["command"]] if old.get("command") else []))
+        self.manifest["commands"] = history + [command]
+        self.manifest["command"] = command
 
     def _repair(self) -> None:
         # rewrite the log without a torn tail, and drop shard files nobody committed

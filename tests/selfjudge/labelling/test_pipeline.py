@@ -130,6 +130,16 @@ def test_resume_after_interruption_has_no_duplicates_or_losses(pair, tmp_path):
     assert _key(read_labels(part)[1]) == _key(f_rows)
 
 
+def test_resume_with_a_larger_limit_records_every_command(pair, tmp_path):
+    out = tmp_path / "grow"
+    run(pair, out, limit=2, command="selfjudge label --limit 2")
+    run(pair, out, limit=4, command="selfjudge label --limit 4")
+    run(pair, out, limit=4, command="selfjudge label --limit 4")  # same command again: no new entry
+    man = read_labels(out)[2]
+    assert man["command"] == "selfjudge label --limit 4"
+    assert man["commands"] == ["selfjudge label --limit 2", "selfjudge label --limit 4"]
+
+
 def test_resume_refuses_a_different_run(pair, tmp_path):
     run(pair, tmp_path / "c", limit=2)
     with pytest.raises(ValueError, match="window"):
