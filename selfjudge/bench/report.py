@@ -1,6 +1,7 @@
 """Tables and plots of a wall-clock matrix run: reads the per-block JSON files
 of a results folder and writes ``results.json`` (every figure + environment),
-``results.md`` (one table per task and batch size) and two PNG figures:
+``results.md`` (a headline table, the Pareto comparison of the methods, one table
+per task and batch size) and two PNG figures:
 ``pareto.png`` (fidelity against mean accepted length, one curve per method) and
 ``speed_vs_fidelity.png`` (tokens/s against fidelity).
 
@@ -38,8 +39,94 @@ def _fmt(x: Any, spec: str) -> str:
     return format(x, spec)
 
 
+HEADLINE = ("target-only", "standard", "top-2", "SelfJudge-F", "SelfJudge-R", "AutoJudge-F", "AutoJudge-R")
+
+
+def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = HEADLINE) -> str:
+    """One Markdown table of the named configurations at one K, every block (task, batch)."""
+    lines = [
+        "| task | batch | policy | tok/s | × target-only | × standard | m | fidelity | task score |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b in blocks:
+        by_name = {r["name"]: r for r in b["rows"] if r["K"] in (0, K)}
+        for name in names:
+            r = by_name.get(name)
+            if r is None:
+                continue
+            lines.append(
+                f"| {b['task']} | {b['batch']} | {name} | {_fmt(r['tokens_per_s'], '.2f')} | "
+                f"{_fmt(r['speedup_vs_target_only'], '.2f')} | {_fmt(r['speedup_vs_standard'], '.2f')} | "
+                f"{_fmt(r['mean_accepted_length'], '.2f')} | {_fmt(r['fidelity'], '.3f')} | {_fmt(r['task_score'], '.3f')} |"
+            )
+    return "\n".join(lines)
+
+
+def frontier(points: list[tuple[float, float]]):
+    """Upper Pareto envelope of (m, y) points as a step function: best y reachable at accepted length >= m."""
+    pts = sorted(points)
+
+    def best(m: float) -> float:
+        ys = [y for pm, y in pts if pm >= m]
+        return max(ys) if ys else math.nan
+
+    return best
+
+
+def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", K: int | None = None,
+               steps: int = 200) -> dict[str, float] | None:
+    """Mean and minimum of frontier_a(m) - frontier_b(m) over the accepted lengths both methods reach.
+
+    Each method's points are its thresholds (or k) at one K plus the standard point (a judge that accepts
+    nothing is standard decoding). Positive: method ``a`` keeps more of ``y`` at the same m. None when
+    either method has no point beyond standard.
+    """
+    K = K if K is not None else min((r["K"] for r in rows if r["K"]), default=None)
+    base = [(r["mean_accepted_length"], r[y]) for r in rows if r["family"] == "standard" and r["K"] == K]
+    fam = {f: base + [(r["mean_accepted_length"], r[y]) for r in rows if r["family"] == f and r["K"] == K]
+           for f in (a, b)}
+    if not base or any(len(p) <= len(base) for p in fam.values()):
+        return None
+    lo = max(m for m, _ in base)
+    hi = min(max(m for m, _ in p) for p in fam.values())
+    if not hi > lo:
+        return None
+    fa, fb = frontier(fam[a]), frontier(fam[b])
+    diffs = [fa(m) - fb(m) for m in (lo + (hi - lo) * i / steps for i in range(steps + 1))]
+    return {"mean": sum(diffs) / len(diffs), "min": min(diffs), "max": max(diffs), "m_from": lo, "m_to": hi,
+            "points_a": len(fam[a]) - len(base), "points_b": len(fam[b]) - len(base)}
+
+
+def pareto_table(blocks: list[dict[str, Any]]) -> str:
+    """SelfJudge's Pareto curve against AutoJudge's and top-k's, per block, on fidelity and task score."""
+    lines = [
+        "| task | batch | K | SelfJudge vs | y | m range | mean gap | min gap | max gap | points (SJ / other) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for b in blocks:
+        ks = sorted({r["K"] for r in b["rows"] if r["K"]})
+        for K in ks:
+            for other in ("AutoJudge", "top-k"):
+                for y in ("fidelity", "task_score"):
+                    g = pareto_gap(b["rows"], "SelfJudge", other, y=y, K=K)
+                    if g is None:
+                        continue
+                    lines.append(
+                        f"| {b['task']} | {b['batch']} | {K} | {other} | {y} | {g['m_from']:.2f}–{g['m_to']:.2f} | "
+                        f"{g['mean']:+.3f} | {g['min']:+.3f} | {g['max']:+.3f} | {g['points_a']} / {g['points_b']} |"
+                    )
+    return "\n".join(lines)
+
+
 def markdown(blocks: list[dict[str, Any]]) -> str:
-    lines = ["# Wall-clock matrix", ""]
+    lines = [
+        "# Wall-clock matrix", "",
+        "## Headline (K = 4)", "", headline(blocks), "",
+        "## Pareto curves: SelfJudge against AutoJudge and top-k", "",
+        "Gap = SelfJudge's upper envelope minus the other method's, over the mean accepted lengths m both reach "
+        "(each curve includes the standard point); positive = SelfJudge keeps more at the same m.", "",
+        pareto_table(blocks), "",
+    ]
     for b in blocks:
         rows = b["rows"]
         if not rows:

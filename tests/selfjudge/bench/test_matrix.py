@@ -98,6 +98,7 @@ def test_report_writes_tables_and_plots(tmp_path):
     assert merged["blocks"][0]["rows"][0]["name"] == "target-only"
     md = (tmp_path / "results.md").read_text()
     assert "| SelfJudge-all | 2 |" in md and "## toy, batch 1" in md
+    assert "## Headline" in md and "| toy | 1 | 2 | top-k |" not in md and "## Pareto curves" in md
     for png in ("pareto.png", "speed_vs_fidelity.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
 
@@ -129,3 +130,40 @@ def test_hf_baselines_write_the_target_greedy_output():
         assert "batch size 1" in str(e)
     else:
         raise AssertionError("assisted generation at batch 2 was not refused")
+
+
+def _row(family, K, m, fidelity, name=None):
+    return {"family": family, "K": K, "mean_accepted_length": m, "fidelity": fidelity, "task_score": 0.0,
+            "name": name or family}
+
+
+def test_pareto_gap_measures_the_envelopes_over_the_common_range():
+    rows = [
+        _row("target-only", 0, 1.0, 1.0),
+        _row("standard", 4, 1.5, 1.0),
+        # SelfJudge: 0.8 up to m = 2, 0.6 up to m = 3; AutoJudge: 0.4 up to m = 3, reaches m = 4
+        _row("SelfJudge", 4, 2.0, 0.8), _row("SelfJudge", 4, 3.0, 0.6),
+        _row("AutoJudge", 4, 3.0, 0.4), _row("AutoJudge", 4, 4.0, 0.0),
+        _row("top-k", 8, 2.0, 1.0),  # another K: ignored
+    ]
+    g = rep.pareto_gap(rows, "SelfJudge", "AutoJudge", K=4, steps=1000)
+    assert (g["m_from"], g["m_to"]) == (1.5, 3.0) and (g["points_a"], g["points_b"]) == (2, 2)
+    # at m in (1.5, 2]: 0.8 - 0.4; in (2, 3]: 0.6 - 0.4; at m = 1.5 both reach the standard point: 0
+    assert math.isclose(g["mean"], (0.4 * 0.5 + 0.2 * 1.0) / 1.5, abs_tol=2e-3)
+    assert math.isclose(g["max"], 0.4) and math.isclose(g["min"], 0.0)
+    flipped = rep.pareto_gap(rows, "AutoJudge", "SelfJudge", K=4, steps=1000)
+    assert math.isclose(flipped["mean"], -g["mean"], abs_tol=1e-9)
+    assert rep.pareto_gap(rows, "SelfJudge", "top-k", K=4) is None  # top-k has no point at K = 4
+
+
+def test_headline_lists_the_named_configurations_of_every_block():
+    rows = [dict(_row("target-only", 0, 1.0, 1.0), tokens_per_s=10.0, speedup_vs_target_only=1.0,
+                 speedup_vs_standard=float("nan")),
+            dict(_row("SelfJudge", 4, 2.0, 0.5, name="SelfJudge-F"), tokens_per_s=12.0,
+                 speedup_vs_target_only=1.2, speedup_vs_standard=1.9),
+            dict(_row("SelfJudge", 8, 2.5, 0.5, name="SelfJudge-F"), tokens_per_s=13.0,
+                 speedup_vs_target_only=1.3, speedup_vs_standard=2.0)]
+    md = rep.headline([{"task": "toy", "batch": 1, "rows": rows}], K=4)
+    assert "| toy | 1 | target-only | 10.00 | 1.00 | – | 1.00 | 1.000 | 0.000 |" in md
+    assert "| toy | 1 | SelfJudge-F | 12.00 | 1.20 | 1.90 | 2.00 | 0.500 | 0.000 |" in md
+    assert "13.00" not in md  # K = 8 row left out
