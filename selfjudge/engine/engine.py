@@ -46,6 +46,10 @@ class GenerationResult:
     token_ids: list[int]
     text: str
     stats: GenerationStats = field(default_factory=GenerationStats)
+    # per new token, who chose it: "draft" (draft token the lossless rule accepted), "judge" (draft
+    # token only the relaxed rule accepted: the judge, or top-k), "target" (sampled from the target:
+    # autoregressive step, recovery or bonus token)
+    token_sources: list[str] = field(default_factory=list)
 
 
 class _Timer:
@@ -260,6 +264,7 @@ class SpeculativeEngine:
         stats = [GenerationStats() for _ in range(B)]
         batch = GenerationStats()
         outputs: list[list[int]] = [[] for _ in range(B)]
+        sources: list[list[str]] = [[] for _ in range(B)]  # token_sources of each request
         done: list[GenerationResult | None] = [None] * B
         rows = list(range(B))  # batch row -> request index
 
@@ -295,6 +300,7 @@ class SpeculativeEngine:
                 t_target = timer.lap()
                 emitted = tok.tolist()
                 emit = [[t] for t in emitted]
+                emit_src = [["target"]] * nb
                 acc = [0] * nb
                 n_align = n_judge = [0] * nb
                 pend_t = tok[:, None]
@@ -340,13 +346,19 @@ class SpeculativeEngine:
                 kept_judge = (v.judge_accepted & ~v.align_accepted & pos).sum(1)
                 # the one host sync of the cycle
                 host = torch.cat(
-                    [v.output_token_ids, torch.stack([v.num_accepted, kept_align, kept_judge], 1)], 1
-                ).tolist()
+                    [v.output_token_ids, torch.stack([v.num_accepted, kept_align, kept_judge], 1),
+                     v.align_accepted.long(), v.judge_accepted.long()], 1
+                ).tolist()  # [nb, (k+1) + 3 + k + k]
                 t_verify = timer.lap()
                 acc = [h[k + 1] for h in host]
                 n_align = [h[k + 2] for h in host]
                 n_judge = [h[k + 3] for h in host]
                 emit = [h[: a + 1] for h, a in zip(host, acc)]
+                emit_src = [
+                    ["draft" if h[k + 4 + i] else "judge" if h[2 * k + 4 + i] else "draft" for i in range(a)]
+                    + ["target"]
+                    for h, a in zip(host, acc)
+                ]
                 # 4. roll both caches back to the kept tokens
                 keep = v.num_accepted + 1  # [nb]
                 keep_max = max(acc) + 1
@@ -370,6 +382,7 @@ class SpeculativeEngine:
                 s.align_accepted += n_align[j]
                 s.judge_accepted += n_judge[j]
                 reason = self._append(outputs[r], emit[j], max_new, stops)
+                sources[r] = (sources[r] + emit_src[j])[: len(outputs[r])]
                 if reason:
                     s.finish_reason = reason
                     finished.append(j)
@@ -380,7 +393,7 @@ class SpeculativeEngine:
             if finished:
                 for j in finished:
                     r = rows[j]
-                    done[r] = GenerationResult(outputs[r], self._decode(outputs[r]), stats[r])
+                    done[r] = GenerationResult(outputs[r], self._decode(outputs[r]), stats[r], sources[r])
                 keep_rows = [j for j in range(nb) if j not in set(finished)]
                 rows = [rows[j] for j in keep_rows]
                 if rows:

@@ -27,3 +27,13 @@ def test_demo_prints_table_and_writes_json_and_plot(tmp_path):
     assert all(0 < r["new_tokens"] <= 12 for r in report["rows"])
     assert (out / "demo.png").read_bytes()[:4] == b"\x89PNG"
     assert "policy" in res.stdout and "wrote" in res.stdout
+    # the sample marks exactly the judge-only tokens, which the JSON lists per token
+    judge_name = names[2]
+    sources = report["token_sources"][judge_name][0]
+    assert len(sources) == report["rows"][2]["new_tokens"]
+    assert sources.count("judge") == report["rows"][2]["judge_accepted_tokens"]
+    assert set(report["token_sources"]["target-only"][0]) == {"target"}
+    if sources.count("judge"):  # one mark per judge-only token with visible text
+        assert "(in [[...]])" in res.stdout and 0 < res.stdout.count("[[") - 1 <= sources.count("judge")
+    else:
+        assert "[[" not in res.stdout

@@ -245,6 +245,34 @@ def test_topk_1_equals_standard_and_topk_relaxes(pair, greedy_refs):
     )
 
 
+@pytest.mark.parametrize("policy", ["standard", "topk", "autoregressive"])
+def test_token_sources_say_who_chose_each_token(pair, policy):
+    target, draft = pair
+    kw = {"top_k": 5} if policy == "topk" else {}
+    eng = SpeculativeEngine(target, draft if policy != "autoregressive" else None, None, num_draft_tokens=3,
+                            policy=policy, eos_token_id=[], **kw)
+    res = eng.generate(PROMPTS, max_new_tokens=N)
+    for p, r in zip(PROMPTS, res):
+        src, s = r.token_sources, r.stats
+        assert len(src) == len(r.token_ids) == N
+        assert (src.count("draft"), src.count("judge"), src.count("target")) == (
+            s.align_accepted, s.judge_accepted, s.cycles)
+        # independent check, one teacher-forced target forward: greedy target tokens are the target's argmax;
+        # relaxed-only tokens are not, but lie in its top 5
+        with torch.no_grad():
+            logits = target(torch.tensor([p + r.token_ids])).logits[0, len(p) - 1 : -1]  # [N, V]
+        top = logits.topk(5, dim=-1).indices
+        for i, (t, who) in enumerate(zip(r.token_ids, src)):
+            if who == "judge":
+                assert t != int(top[i, 0]) and t in top[i].tolist()
+            else:
+                assert t == int(top[i, 0])
+    if policy == "topk":
+        assert any("judge" in r.token_sources for r in res)
+    if policy == "autoregressive":
+        assert all(set(r.token_sources) == {"target"} for r in res)
+
+
 def test_stats_are_consistent(pair):
     target, draft = pair
     K = 3
