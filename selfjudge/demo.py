@@ -156,6 +156,7 @@ def run_demo(args) -> dict:
         "pair": args.pair, "k": args.k, "max_new_tokens": args.max_new_tokens, "verifier": verifier_path,
         "threshold": args.threshold, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
         "completions": {n: [r.text for r in res] for n, res in results.items()},
+        "token_ids": {n: [r.token_ids for r in res] for n, res in results.items()},
         "token_sources": {n: [r.token_sources for r in res] for n, res in results.items()},
         "environment": {"python": platform.python_version(), "torch": torch.__version__,
                         "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine()},
