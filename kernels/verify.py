@@ -39,7 +39,7 @@ class VerifyOutput:
             (only positions the walk evaluated: i < n_b and up to the first
             rejection).
         judge_accepted: ``[B, K]`` bool: the relaxed rule accepted position i
-            (judge logit > threshold or ``relaxed_accept``), same positions.
+            (judge logit > threshold or ``relaxed_accept``, and not ``judge_blocked``), same positions.
         judge_logits: ``[B, K]`` fp32 ``h . w + bias`` (NaN for i >= n_b), or
             None when no judge was given.
     """
@@ -98,7 +98,7 @@ def _check_device(name, t, device):
 
 def _prepare(
     draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
-    hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend,
+    hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend,
     tok_shape, B,
 ):
     """Shared validation of the optional inputs; returns the per-row tensors.
@@ -168,7 +168,20 @@ def _prepare(
         if tuple(relaxed_accept.shape) != tuple(tok_shape):
             raise ValueError(f"relaxed_accept must have shape {tuple(tok_shape)}, got {tuple(relaxed_accept.shape)}")
         _check_device("relaxed_accept", relaxed_accept, device)
+    if judge_blocked is not None:
+        _check_tensor("judge_blocked", judge_blocked, len(tok_shape), boolean=True)
+        if tuple(judge_blocked.shape) != tuple(tok_shape):
+            raise ValueError(f"judge_blocked must have shape {tuple(tok_shape)}, got {tuple(judge_blocked.shape)}")
+        _check_device("judge_blocked", judge_blocked, device)
     return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold
+
+
+def _override(relaxed_accept, judge_blocked):
+    """The kernel's per-position override of the relaxed rule: int8 1 accept, -1 forbid, 0 none."""
+    if judge_blocked is None:
+        return relaxed_accept
+    code = relaxed_accept.to(torch.int8) if relaxed_accept is not None else torch.zeros_like(judge_blocked, dtype=torch.int8)
+    return torch.where(judge_blocked, torch.full_like(code, -1), code)
 
 
 def _unit_scale(temperature) -> bool:
@@ -201,6 +214,7 @@ def verify(
     judge_bias: float | torch.Tensor = 0.0,  # float, 0-d or [B]
     judge_threshold: float = 0.0,
     relaxed_accept: torch.Tensor | None = None,  # [B, K] bool
+    judge_blocked: torch.Tensor | None = None,  # [B, K] bool
     backend: str = "auto",
     _noise: tuple | None = None,
 ) -> VerifyOutput:
@@ -208,7 +222,8 @@ def verify(
 
     Position i of request b is kept iff the lossless alignment rule accepts it
     (greedy: ``d == argmax p``; sampling: ``u <= p(d)/q(d)``) OR the judge does
-    (``h_i . w + bias > judge_threshold``, or ``relaxed_accept[b, i]``). The
+    (``h_i . w + bias > judge_threshold``, or ``relaxed_accept[b, i]``; never
+    where ``judge_blocked[b, i]``). The
     first position neither accepts is replaced by the recovered token (greedy:
     ``argmax p``; sampling: a draw from ``norm(max(p - q, 0))``, or from ``p``
     where that is all zero); if all ``num_draft_tokens[b]`` are kept a bonus
@@ -233,6 +248,9 @@ def verify(
             ``[B]``; ``judge_threshold`` in logit space.
         relaxed_accept: ``[B, K]`` bool: extra relaxations decided outside the
             op (e.g. top-k policies), OR-ed into the judge rule.
+        judge_blocked: ``[B, K]`` bool: positions where neither the judge nor
+            ``relaxed_accept`` may accept (e.g. digits on arithmetic tasks);
+            only the lossless rule applies there.
         backend: "triton", "torch" or "auto" (triton on CUDA tensors, else torch).
 
     Returns:
@@ -271,7 +289,7 @@ def verify(
         _check_device("draft_probs", draft_probs, device)
     inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
         draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (B, K), B)
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend, (B, K), B)
 
     if all_greedy:
         u = e = None
@@ -287,7 +305,7 @@ def verify(
 
         out = verify_triton_padded(
             draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e,
-            hidden_states, judge_weight, bias, thr, relaxed_accept, all_greedy=all_greedy)
+            hidden_states, judge_weight, bias, thr, _override(relaxed_accept, judge_blocked), all_greedy=all_greedy)
         return VerifyOutput(*out)
 
     jl = None
@@ -295,7 +313,7 @@ def verify(
         jl = hidden_states.float() @ judge_weight.float() + bias[:, None]  # [B, K]
     out = native_verify(
         draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e, jl, thr, relaxed_accept,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature))
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), judge_blocked=judge_blocked)
     return VerifyOutput(*out)
 
 
@@ -335,6 +353,7 @@ def verify_flat(
     judge_bias: float | torch.Tensor = 0.0,
     judge_threshold: float = 0.0,
     relaxed_accept: torch.Tensor | None = None,  # [T] bool
+    judge_blocked: torch.Tensor | None = None,  # [T] bool
     backend: str = "auto",
     _noise: tuple | None = None,
 ) -> VerifyOutput:
@@ -381,7 +400,7 @@ def verify_flat(
     K = max_spec_len
     inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
         draft_token_ids, None, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, backend, (T,), B)
+        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend, (T,), B)
 
     if all_greedy:
         u = e = None
@@ -399,7 +418,7 @@ def verify_flat(
         out = verify_triton(
             draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
             draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr,
-            relaxed_accept, K_max=K, all_greedy=all_greedy)
+            _override(relaxed_accept, judge_blocked), K_max=K, all_greedy=all_greedy)
         return VerifyOutput(*out)
 
     # torch: gather into the padded layout (one copy of the logits) and run the twin
@@ -419,7 +438,10 @@ def verify_flat(
     relaxed = None
     if relaxed_accept is not None:
         relaxed = (relaxed_accept[tok_c] & tok_valid) if T > 0 else tok_valid.clone()
+    blocked = None
+    if judge_blocked is not None:
+        blocked = (judge_blocked[tok_c] & tok_valid) if T > 0 else torch.zeros_like(tok_valid)
     out = native_verify(
         draft, n, logits, q, inv_t, greedy, u, e, jl, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature))
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), judge_blocked=blocked)
     return VerifyOutput(*out)

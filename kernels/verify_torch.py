@@ -23,8 +23,9 @@ Conventions shared with the kernel (see ``csrc_docs/verify.md``):
   race over ``p_j / E_v`` (a draw from ``p_j``);
 * bonus token (all ``n_b`` drafts accepted): ``argmax_v x_{n_b, v} - log E_v``
   (Gumbel-max with the same exponentials, i.e. a draw from ``p_{n_b}``);
-* judge: ``logit_i = h_i . w + bias``; ``judge_accepted_i = logit_i > threshold
-  or relaxed_accept_i``; position i is kept iff aligned or judge-accepted;
+* judge: ``logit_i = h_i . w + bias``; ``judge_accepted_i = (logit_i > threshold
+  or relaxed_accept_i) and not judge_blocked_i``; position i is kept iff aligned
+  or judge-accepted (a blocked position needs the lossless rule);
 * ``align_accepted`` / ``judge_accepted`` are reported for the positions the
   walk evaluated (i < n_b and i <= first rejection), False elsewhere;
   ``judge_logits`` is filled for every i < n_b and NaN beyond;
@@ -67,6 +68,7 @@ def native_verify(
     all_greedy: bool,
     any_greedy: bool,
     unit_scale: bool = False,
+    judge_blocked: torch.Tensor | None = None,  # [B, K] bool or None
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
@@ -133,6 +135,8 @@ def native_verify(
         judge = judge_logits > judge_threshold
     if relaxed_accept is not None:
         judge = judge | relaxed_accept
+    if judge_blocked is not None:
+        judge = judge & ~judge_blocked
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]

@@ -83,7 +83,7 @@ def _verify_kernel(
     h_ptr,  # [T, H] float hidden states (HAS_JUDGE)
     w_ptr,  # [H] float judge weight (HAS_JUDGE)
     bias_ptr,  # [B] fp32 judge bias (HAS_JUDGE)
-    relaxed_ptr,  # [T] int8 external relaxations (HAS_RELAXED)
+    relaxed_ptr,  # [T] int8 per-position override of the relaxed rule: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
     threshold,  # fp32 judge threshold (logit space)
     K_max,
     V,
@@ -133,7 +133,8 @@ def _verify_kernel(
                 jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H)
                 jacc = jl > threshold
             if HAS_RELAXED:
-                jacc = jacc | (tl.load(relaxed_ptr + tok) != 0)
+                r = tl.load(relaxed_ptr + tok)
+                jacc = (jacc | (r > 0)) & (r >= 0)
 
             # pass 1 over V: online log-sum-exp and argmax with per-lane
             # accumulators; one reduction per tile (the tile max, for the
@@ -272,7 +273,7 @@ def verify_triton(
     judge_weight: torch.Tensor | None,  # [H] float
     bias: torch.Tensor | None,  # [B] fp32
     threshold: float,
-    relaxed_rows: torch.Tensor | None,  # [T] bool
+    relaxed_rows: torch.Tensor | None,  # [T] bool (accept) or int8 override (1 accept, -1 forbid, 0 none)
     *,
     K_max: int,
     all_greedy: bool,
@@ -377,7 +378,7 @@ def verify_triton_padded(
     judge_weight: torch.Tensor | None,  # [H]
     bias: torch.Tensor | None,  # [B] fp32
     threshold: float,
-    relaxed_accept: torch.Tensor | None,  # [B, K] bool
+    relaxed_accept: torch.Tensor | None,  # [B, K] bool, or int8 override (1 accept, -1 forbid, 0 none)
     *,
     all_greedy: bool,
     **launch,

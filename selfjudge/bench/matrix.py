@@ -128,7 +128,9 @@ class HFGenerate:
         return results
 
 
-def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: dict[str, Any]) -> dict[str, Any]:
+def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: dict[str, Any],
+                  protected_token_ids=None) -> dict[str, Any]:
+    """One engine per configuration; ``protected_token_ids`` go to the judge configurations."""
     from selfjudge.engine import SpeculativeEngine
 
     engines = {}
@@ -145,6 +147,7 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
             verifier=judges.get(c.family),
             threshold=c.threshold,
             top_k=c.top_k or 2,
+            protected_token_ids=protected_token_ids if c.policy == "judge" else None,
         )
     return engines
 

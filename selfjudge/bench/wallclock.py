@@ -110,6 +110,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="batch sizes with the sweep (default: the largest)")
     ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
+    ap.add_argument("--protect-digits", action="store_true",
+                    help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
@@ -202,7 +204,12 @@ def run(args: argparse.Namespace, command: str) -> int:
         examples = task.examples("eval", limit=args.limit)
         prompts = [task.build_prompt(tok, ex) for ex in examples]
         max_new = args.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
-        engines = build_engines(target, draft, tok, configs, judges)
+        protected = None
+        if args.protect_digits:
+            from selfjudge.engine import digit_token_ids
+
+            protected = digit_token_ids(tok)
+        engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected)
         for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
             engines[c.key].generate(prompts[:1], max_new_tokens=4)
         t_block = time.perf_counter()
@@ -210,6 +217,7 @@ def run(args: argparse.Namespace, command: str) -> int:
         block = {
             "task": task_name, "batch": b, "max_new_tokens": max_new, "split": "eval",
             "prompt_ids": [ex.prompt_id for ex in examples], "verifiers": paths, "command": command,
+            "protected_token_ids": protected,
             "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
         }
         path = args.out / BLOCKS / f"{task_name}_b{b}.json"

@@ -14,6 +14,7 @@ from selfjudge.engine.policies import (
     Policy,
     StandardPolicy,
     TopKPolicy,
+    digit_token_ids,
     make_policy,
 )
 from selfjudge.engine.stats import GenerationStats, aggregate_stats
@@ -30,5 +31,6 @@ __all__ = [
     "TopKPolicy",
     "JudgePolicy",
     "make_policy",
+    "digit_token_ids",
     "POLICY_NAMES",
 ]

@@ -83,6 +83,9 @@ class SpeculativeEngine:
             ``(weight [H], bias)`` pair.
         threshold: judge threshold (name in the verifier file or logit value).
         top_k: k of the "topk" policy.
+        protected_token_ids: for "judge": token ids the judge may not accept or
+            replace (e.g. :func:`~selfjudge.engine.policies.digit_token_ids`);
+            only the lossless rule decides there.
         eos_token_id: int or list of ints; default: the target's generation
             config, else the tokenizer's.
         verify_backend: passed to :func:`selfjudge.verify` ("auto", "torch", "triton").
@@ -112,8 +115,10 @@ class SpeculativeEngine:
         verify_backend: str = "auto",
         draft_vocab: torch.Tensor | None = None,
         compact_min_columns: int = 32,
+        protected_token_ids=None,
     ):
-        self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k)
+        self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
+                                  protected_token_ids=protected_token_ids)
         if int(num_draft_tokens) < 1 and self.policy.uses_draft:
             raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
         if self.policy.uses_draft and draft is None:

@@ -98,7 +98,11 @@ class JudgePolicy(Policy):
     name = "judge"
     needs_hidden = True
 
-    def __init__(self, verifier, threshold: str | float | None = None):
+    def __init__(self, verifier, threshold: str | float | None = None, protected_token_ids=None):
+        """``protected_token_ids``: token ids the judge may neither accept as a draft token nor accept in
+        place of (greedy target token); e.g. :func:`digit_token_ids` on arithmetic tasks. None: none."""
+        self.protected = None  # [V] bool, built on the first cycle's device and vocabulary
+        self._protected_ids = None if protected_token_ids is None else sorted({int(t) for t in protected_token_ids})
         if isinstance(verifier, (tuple, list)):
             if len(verifier) != 2:
                 raise ValueError("verifier must be a Verifier or a (weight, bias) pair")
@@ -134,21 +138,40 @@ class JudgePolicy(Policy):
             )
         if self.weight.device != hidden_states.device:
             self.weight = self.weight.to(hidden_states.device)
-        return {
+        kwargs = {
             "hidden_states": hidden_states,
             "judge_weight": self.weight,
             "judge_bias": self.bias,
             "judge_threshold": self.threshold,
         }
+        if self._protected_ids is not None:
+            V = target_logits.shape[-1]
+            if self.protected is None or self.protected.shape[0] != V or self.protected.device != target_logits.device:
+                ids = torch.tensor([t for t in self._protected_ids if 0 <= t < V], dtype=torch.long)
+                self.protected = torch.zeros(V, dtype=torch.bool)
+                self.protected[ids] = True
+                self.protected = self.protected.to(target_logits.device)  # [V]
+            K = draft_token_ids.shape[1]
+            greedy = target_logits[:, :K].argmax(-1)  # [B, K]
+            kwargs["judge_blocked"] = self.protected[draft_token_ids.clamp(0, V - 1)] | self.protected[greedy]
+        return kwargs
 
     def __repr__(self) -> str:
-        return f"JudgePolicy(H={self.weight.shape[0]}, threshold={self.threshold:g})"
+        protected = "" if self._protected_ids is None else f", protected={len(self._protected_ids)} ids"
+        return f"JudgePolicy(H={self.weight.shape[0]}, threshold={self.threshold:g}{protected})"
+
+
+def digit_token_ids(tokenizer) -> list[int]:
+    """Ids of every token whose text holds a digit: swaps there change numbers, which a suffix-likelihood
+    label can rate harmless when the next tokens do not reuse the number."""
+    ids = range(len(tokenizer)) if hasattr(tokenizer, "__len__") else range(tokenizer.vocab_size)
+    return [i for i in ids if any(c.isdigit() for c in tokenizer.decode([i]))]
 
 
 POLICY_NAMES = ("autoregressive", "standard", "topk", "judge")
 
 
-def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2) -> Policy:
+def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None) -> Policy:
     """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
     if isinstance(policy, Policy):
         return policy
@@ -161,5 +184,5 @@ def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2) -> Pol
     if policy == "judge":
         if verifier is None:
             raise ValueError("policy='judge' needs verifier= (a Verifier or a (weight, bias) pair)")
-        return JudgePolicy(verifier, threshold)
+        return JudgePolicy(verifier, threshold, protected_token_ids)
     raise ValueError(f"policy must be one of {POLICY_NAMES} or a Policy, got {policy!r}")

@@ -84,6 +84,22 @@ def test_kernel_equals_twin_mixed_temperature_judge_relaxed_bf16():
     assert a.judge_logits is not None
 
 
+def test_kernel_equals_twin_with_blocked_positions():
+    """judge_blocked overrides the judge and relaxed_accept identically in kernel and twin."""
+    B, K, V = 3, 4, 100
+    case = make_case(B, K, V, seed=9, hidden=24)
+    g = torch.Generator().manual_seed(4)
+    relaxed = torch.rand(B, K, generator=g) < 0.4
+    blocked = torch.rand(B, K, generator=g) < 0.4
+    noise = draw_noise(B, K, V, "cpu", seed=4)
+    for temp in (0.0, torch.tensor([0.0, 1.1, 0.7])):
+        kw = dict(temperature=temp, hidden_states=case["h"], judge_weight=case["w"], judge_threshold=-0.5,
+                  relaxed_accept=relaxed, judge_blocked=blocked)
+        a, b = run_both(case, noise, **kw)
+        assert_same(a, b)
+        assert not (a.judge_accepted & blocked).any()
+
+
 def test_kernel_small_tiles_many_tiles():
     """V=100 split into 7 tiles of 16 (last one 4 real lanes): online LSE across tiles."""
     from selfjudge.kernels.verify_triton import verify_triton_padded
@@ -229,6 +245,19 @@ def test_judge_threshold_per_position_and_relaxed(backend):
     out = verify(drafts, None, logits, relaxed_accept=relaxed, backend=backend)  # relaxations without a judge
     assert out.output_token_ids.tolist() == [[0, -1, -1, -1, -1]]
     assert out.judge_logits is None
+    # a blocked position needs the lossless rule: the judge (position 1) and relaxed_accept (position 2) are
+    # overridden there; position 0 stays judge-accepted
+    blocked = torch.tensor([[False, True, True, False]])
+    out = verify(drafts, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5,
+                 relaxed_accept=relaxed, judge_blocked=blocked, backend=backend)
+    assert out.output_token_ids.tolist() == [[1, 0, -1, -1, -1]]
+    assert out.judge_accepted.tolist() == [[True, False, False, False]]
+    # blocking a position the lossless rule accepts changes nothing
+    aligned = torch.tensor([[0, 2, 3, 4]])
+    out = verify(aligned, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5,
+                 judge_blocked=torch.tensor([[True, False, False, False]]), backend=backend)
+    assert out.output_token_ids.tolist() == [[0, 2, 0, -1, -1]]
+    assert out.align_accepted.tolist() == [[True, False, False, False]]
 
 
 # ---------------------------------------------------------------- degenerate rows
@@ -305,6 +334,17 @@ def test_verify_flat_equals_padded(backend, temp):
     kw = dict(temperature=temp, _noise=noise, judge_weight=case["w"], judge_threshold=0.3, backend=backend)
     padded = verify(case["drafts"], case["n"], case["logits"], case["q"], hidden_states=case["h"], **kw)
     flat = verify_flat(d, cu, lg, qf, max_spec_len=K, hidden_states=hf, **kw)
+    # per-position masks in the flat layout: rows 0..3 of request 0, none of request 1, 4..5 of request 2
+    blocked_flat = torch.tensor([True, False, False, True, False, True])
+    relaxed_flat = torch.tensor([False, True, True, True, False, False])
+    blocked_pad = torch.tensor([[True, False, False, True], [False] * 4, [False, True, False, False]])
+    relaxed_pad = torch.tensor([[False, True, True, True], [False] * 4, [False, False, False, False]])
+    pm = verify(case["drafts"], case["n"], case["logits"], case["q"], hidden_states=case["h"],
+                relaxed_accept=relaxed_pad, judge_blocked=blocked_pad, **kw)
+    fm = verify_flat(d, cu, lg, qf, max_spec_len=K, hidden_states=hf, relaxed_accept=relaxed_flat,
+                     judge_blocked=blocked_flat, **kw)
+    assert torch.equal(fm.output_token_ids, pm.output_token_ids)
+    assert torch.equal(fm.judge_accepted, pm.judge_accepted)
     assert torch.equal(flat.output_token_ids, padded.output_token_ids)
     assert torch.equal(flat.num_accepted, padded.num_accepted)
     assert torch.equal(flat.align_accepted, padded.align_accepted)

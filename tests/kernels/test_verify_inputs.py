@@ -53,6 +53,8 @@ def test_good_call_works():
         (dict(judge_threshold="high"), "judge_threshold"),
         (dict(relaxed_accept=torch.zeros(B, K)), "relaxed_accept"),  # not bool
         (dict(relaxed_accept=torch.zeros(B, K + 1, dtype=torch.bool)), "relaxed_accept"),
+        (dict(judge_blocked=torch.zeros(B, K)), "judge_blocked"),  # not bool
+        (dict(judge_blocked=torch.zeros(B, K - 1, dtype=torch.bool)), "judge_blocked"),
     ],
 )
 def test_bad_input_names_argument(over, name):

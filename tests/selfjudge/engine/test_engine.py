@@ -273,6 +273,30 @@ def test_token_sources_say_who_chose_each_token(pair, policy):
         assert all(set(r.token_sources) == {"target"} for r in res)
 
 
+def test_protected_tokens_are_never_judge_accepted_or_replaced(pair):
+    target, draft = pair
+    H = target.config.hidden_size
+    protected = list(range(0, V, 3))  # a third of the vocabulary
+    eng = SpeculativeEngine(target, draft, None, num_draft_tokens=4, policy="judge",
+                            verifier=(torch.zeros(H), 10.0), threshold=0.0, eos_token_id=[],
+                            protected_token_ids=protected)
+    free = SpeculativeEngine(target, draft, None, num_draft_tokens=4, policy="judge",
+                             verifier=(torch.zeros(H), 10.0), threshold=0.0, eos_token_id=[])
+    res = eng.generate(PROMPTS, max_new_tokens=N)
+    n_judge = 0
+    for p, r in zip(PROMPTS, res):
+        with torch.no_grad():
+            greedy = target(torch.tensor([p + r.token_ids])).logits[0, len(p) - 1 : -1].argmax(-1)  # [N]
+        for t, who, g in zip(r.token_ids, r.token_sources, greedy.tolist()):
+            if who == "judge":
+                n_judge += 1
+                assert t not in protected and g not in protected and t != g
+            else:
+                assert t == g
+    assert n_judge > 0  # the judge still accepts elsewhere
+    assert sum(r.stats.judge_accepted for r in res) < sum(r.stats.judge_accepted for r in free.generate(PROMPTS, max_new_tokens=N))
+
+
 def test_stats_are_consistent(pair):
     target, draft = pair
     K = 3
