@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full wall-clock matrix of README's results table, sized for a 2-core CPU (about 1 h 25 min):
+# The full wall-clock matrix of README's results table, sized for a 2-core CPU (about 1 h 45 min):
 # two processes, one torch thread each, filling one results folder (blocks resume when rerun),
 # then the two 24-prompt Pareto runs (GSM8K and ShareGPT, batch 8, K=4) in folders of their own.
 #   lane A, batch 8: GSM8K and ShareGPT, K in {4, 8}, standard / top-2 / top-5 / AutoJudge / SelfJudge
@@ -37,3 +37,11 @@ b=$!
 wait $a; wait $b
 python -m selfjudge.bench.report "$out-gsm8k24"
 python -m selfjudge.bench.report "$out-sharegpt24"
+
+# stage 3: the GSM8K Pareto run again with digit tokens protected from each judge (about 20 minutes)
+for judge in SelfJudge AutoJudge; do
+    python bench/run_wallclock.py --out "$out-gsm8k24-digits-$judge" --tasks gsm8k --batch-sizes 8 --ks 4 --limit 24 \
+        --top-ks 2 --judges "$judge" --sweep q0.95 q0.98 q0.99 --protect-digits > "$logs/wallclock-digits-$judge.log" 2>&1 &
+done
+wait
+for judge in SelfJudge AutoJudge; do python -m selfjudge.bench.report "$out-gsm8k24-digits-$judge"; done
