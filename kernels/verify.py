@@ -435,12 +435,13 @@ def verify_flat(
     if judge_weight is not None:
         jl_flat = hidden_states.float() @ judge_weight.float()  # [T]
         jl = (jl_flat[tok_c] if T > 0 else jl_flat.new_zeros(B, K)) + bias[:, None]
-    relaxed = None
-    if relaxed_accept is not None:
-        relaxed = (relaxed_accept[tok_c] & tok_valid) if T > 0 else tok_valid.clone()
-    blocked = None
-    if judge_blocked is not None:
-        blocked = (judge_blocked[tok_c] & tok_valid) if T > 0 else torch.zeros_like(tok_valid)
+
+    def padded_mask(mask):  # [T] bool -> [B, K] bool, False past each request's drafts
+        if mask is None:
+            return None
+        return (mask[tok_c] & tok_valid) if T > 0 else torch.zeros_like(tok_valid)
+
+    relaxed, blocked = padded_mask(relaxed_accept), padded_mask(judge_blocked)
     out = native_verify(
         draft, n, logits, q, inv_t, greedy, u, e, jl, thr, relaxed,
         all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), judge_blocked=blocked)

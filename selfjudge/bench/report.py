@@ -64,10 +64,8 @@ def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = 
 
 def frontier(points: list[tuple[float, float]]):
     """Upper Pareto envelope of (m, y) points as a step function: best y reachable at accepted length >= m."""
-    pts = sorted(points)
-
     def best(m: float) -> float:
-        ys = [y for pm, y in pts if pm >= m]
+        ys = [y for pm, y in points if pm >= m]
         return max(ys) if ys else math.nan
 
     return best

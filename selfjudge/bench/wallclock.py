@@ -199,16 +199,16 @@ def run(args: argparse.Namespace, command: str) -> int:
     if args.estimate_only:
         return 0
 
+    protected = None
+    if args.protect_digits:
+        from selfjudge.engine import digit_token_ids
+
+        protected = digit_token_ids(tok)
     for task_name, b, configs, judges, paths in todo:
         task = load_task(task_name)
         examples = task.examples("eval", limit=args.limit)
         prompts = [task.build_prompt(tok, ex) for ex in examples]
         max_new = args.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
-        protected = None
-        if args.protect_digits:
-            from selfjudge.engine import digit_token_ids
-
-            protected = digit_token_ids(tok)
         engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected)
         for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
             engines[c.key].generate(prompts[:1], max_new_tokens=4)

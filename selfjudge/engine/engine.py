@@ -346,24 +346,18 @@ class SpeculativeEngine:
                     backend=self.verify_backend,
                     **extra,
                 )
-                pos = torch.arange(k, device=dev)[None, :] < v.num_accepted[:, None]  # [nb, k] kept
-                kept_align = (v.align_accepted & pos).sum(1)
-                kept_judge = (v.judge_accepted & ~v.align_accepted & pos).sum(1)
                 # the one host sync of the cycle
                 host = torch.cat(
-                    [v.output_token_ids, torch.stack([v.num_accepted, kept_align, kept_judge], 1),
-                     v.align_accepted.long(), v.judge_accepted.long()], 1
-                ).tolist()  # [nb, (k+1) + 3 + k + k]
+                    [v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1
+                ).tolist()  # [nb, (k+1) + 1 + k]
                 t_verify = timer.lap()
                 acc = [h[k + 1] for h in host]
-                n_align = [h[k + 2] for h in host]
-                n_judge = [h[k + 3] for h in host]
                 emit = [h[: a + 1] for h, a in zip(host, acc)]
-                emit_src = [
-                    ["draft" if h[k + 4 + i] else "judge" if h[2 * k + 4 + i] else "draft" for i in range(a)]
-                    + ["target"]
-                    for h, a in zip(host, acc)
-                ]
+                # a kept draft the lossless rule did not accept was kept by the relaxed rule alone
+                emit_src = [["draft" if h[k + 2 + i] else "judge" for i in range(a)] + ["target"]
+                            for h, a in zip(host, acc)]
+                n_align = [src.count("draft") for src in emit_src]
+                n_judge = [a - n for a, n in zip(acc, n_align)]
                 # 4. roll both caches back to the kept tokens
                 keep = v.num_accepted + 1  # [nb]
                 keep_max = max(acc) + 1

@@ -101,7 +101,7 @@ class JudgePolicy(Policy):
     def __init__(self, verifier, threshold: str | float | None = None, protected_token_ids=None):
         """``protected_token_ids``: token ids the judge may neither accept as a draft token nor accept in
         place of (greedy target token); e.g. :func:`digit_token_ids` on arithmetic tasks. None: none."""
-        self.protected = None  # [V] bool, built on the first cycle's device and vocabulary
+        self._protected = None  # [V] bool, built on the first cycle's device and vocabulary
         self._protected_ids = None if protected_token_ids is None else sorted({int(t) for t in protected_token_ids})
         if isinstance(verifier, (tuple, list)):
             if len(verifier) != 2:
@@ -146,14 +146,14 @@ class JudgePolicy(Policy):
         }
         if self._protected_ids is not None:
             V = target_logits.shape[-1]
-            if self.protected is None or self.protected.shape[0] != V or self.protected.device != target_logits.device:
-                ids = torch.tensor([t for t in self._protected_ids if 0 <= t < V], dtype=torch.long)
-                self.protected = torch.zeros(V, dtype=torch.bool)
-                self.protected[ids] = True
-                self.protected = self.protected.to(target_logits.device)  # [V]
+            mask = self._protected
+            if mask is None or mask.shape[0] != V or mask.device != target_logits.device:
+                mask = torch.zeros(V, dtype=torch.bool)
+                mask[[t for t in self._protected_ids if 0 <= t < V]] = True
+                mask = self._protected = mask.to(target_logits.device)  # [V]
             K = draft_token_ids.shape[1]
             greedy = target_logits[:, :K].argmax(-1)  # [B, K]
-            kwargs["judge_blocked"] = self.protected[draft_token_ids.clamp(0, V - 1)] | self.protected[greedy]
+            kwargs["judge_blocked"] = mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy]
         return kwargs
 
     def __repr__(self) -> str:
@@ -173,6 +173,8 @@ POLICY_NAMES = ("autoregressive", "standard", "topk", "judge")
 
 def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None) -> Policy:
     """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
+    if protected_token_ids is not None and policy != "judge":
+        raise ValueError("protected_token_ids applies to policy=\"judge\" only (a Policy instance carries its own)")
     if isinstance(policy, Policy):
         return policy
     if policy == "autoregressive":

@@ -342,6 +342,8 @@ def test_bad_arguments(pair):
         SpeculativeEngine(target, draft, None, policy="judge")
     with pytest.raises(ValueError, match="draft"):
         SpeculativeEngine(target, None, None, policy="standard")
+    with pytest.raises(ValueError, match="protected_token_ids"):
+        SpeculativeEngine(target, draft, None, policy="topk", protected_token_ids=[1, 2])
     eng = SpeculativeEngine(target, draft, None)
     with pytest.raises(ValueError, match="max_new_tokens"):
         eng.generate(PROMPTS, max_new_tokens=0)
