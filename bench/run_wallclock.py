@@ -3,10 +3,14 @@
     python bench/run_wallclock.py --quick
     python bench/run_wallclock.py --help
 
-The code lives in :mod:`selfjudge.bench` (installed with the package).
+The code lives in :mod:`selfjudge.bench` and :mod:`selfjudge.cli.bench` (installed with the package).
 """
 
-from selfjudge.bench.wallclock import main
+import sys
+
+from selfjudge.cli import main
+from selfjudge.cli.common import command_line
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    argv = sys.argv[1:]
+    sys.exit(main(["bench", *argv], command=command_line(argv, "python bench/run_wallclock.py")))

@@ -20,22 +20,6 @@ import torch
 
 AUTOREGRESSIVE = "target-only"
 
-#: what the fidelity column means per task (agreement with the target's own greedy output)
-FIDELITY = {
-    "gsm8k": "same final answer as target",
-    "gpqa": "same letter as target",
-    "humaneval": "same test outcome as target",
-    "sharegpt": "ROUGE-L vs target",
-}
-#: what the task-score column means per task
-TASK_SCORE = {
-    "gsm8k": "accuracy",
-    "gpqa": "accuracy",
-    "humaneval": "pass@1",
-    "sharegpt": "target mean log-lik",
-}
-
-
 @dataclass(frozen=True)
 class Config:
     """One policy configuration of the matrix."""
@@ -153,17 +137,20 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
 
 
 class TaskScorer:
-    """Task score and fidelity (agreement with the target's own output) of one generation.
+    """Task score and fidelity of one generation, asked of the task, cached per (prompt, text).
 
-    Open-ended prompts have no answer to check: their task score is the target's
-    mean log-likelihood of the generated tokens and their fidelity ROUGE-L against
-    the target's greedy output. Results are cached per (prompt, text), since greedy
-    policies often write identical texts and HumanEval runs a sandboxed process.
+    Greedy policies often write identical texts and HumanEval runs a sandboxed
+    process, so every figure is computed once. The task decides what its scores
+    mean (:meth:`selfjudge.tasks.Task.task_score`, :meth:`~selfjudge.tasks.Task.fidelity`):
+    e.g. open-ended prompts score the target's mean log-likelihood and ROUGE-L
+    against the target's greedy output.
     """
 
     def __init__(self, task, target, tokenizer):
         self.task, self.target, self.tokenizer = task, target, tokenizer
         self.name = getattr(task, "name", type(task).__name__)
+        self.task_score_name = getattr(task, "task_score_name", "score")
+        self.fidelity_name = getattr(task, "fidelity_name", "agreement with target")
         self._cache: dict[tuple, float] = {}
 
     def _cached(self, key: tuple, fn: Callable[[], float]) -> float:
@@ -172,22 +159,12 @@ class TaskScorer:
         return self._cache[key]
 
     def task_score(self, example, prompt: str, text: str, token_ids: list[int]) -> float:
-        if self.name == "sharegpt":
-            from selfjudge.tasks.metrics import mean_logprob
-
-            if not token_ids:
-                return float("nan")
-            return self._cached(("ll", example.prompt_id, tuple(token_ids)), lambda: mean_logprob(
-                self.target, self.tokenizer, prompt, completion_ids=token_ids))
-        return self._cached(("score", example.prompt_id, text), lambda: self.task.score(text, example))
+        return self._cached(("score", example.prompt_id, text, tuple(token_ids)), lambda: self.task.task_score(
+            text, example, model=self.target, tokenizer=self.tokenizer, prompt=prompt, token_ids=token_ids))
 
     def fidelity(self, example, text: str, reference: str) -> float:
-        if self.name == "sharegpt":
-            from selfjudge.tasks.metrics import rouge_l
-
-            return self._cached(("rouge", text, reference), lambda: rouge_l(text, reference))
-        return self._cached(("same", example.prompt_id, text, reference),
-                            lambda: self.task.same_answer(text, reference, example))
+        return self._cached(("fidelity", example.prompt_id, text, reference),
+                            lambda: self.task.fidelity(text, reference, example))
 
 
 def _mean(xs: Sequence[float]) -> float:
@@ -265,9 +242,9 @@ def run_block(
             "cycles": st.cycles,
             "target_forwards": st.target_forwards,
             "task_score": _mean(scores),
-            "task_score_name": TASK_SCORE.get(scorer.name, "score"),
+            "task_score_name": scorer.task_score_name,
             "fidelity": _mean(fid),
-            "fidelity_name": FIDELITY.get(scorer.name, "agreement with target"),
+            "fidelity_name": scorer.fidelity_name,
             "same_tokens_as_target_only": [ids for _, ids in a["outputs"]] == [ids for _, ids in
                                                                                acc[configs[0].key]["outputs"]],
             "share_draft": st.time_draft / cyc if cyc else 0.0,

@@ -5,15 +5,13 @@ per task and batch size) and two PNG figures:
 ``pareto.png`` (fidelity against mean accepted length, one curve per method) and
 ``speed_vs_fidelity.png`` (tokens/s against fidelity).
 
-    python -m selfjudge.bench.report bench/results/wallclock
+    selfjudge report bench/results/wallclock
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,20 +215,3 @@ def write_report(folder: Path) -> dict[str, Any]:
     (folder / "results.md").write_text(markdown(blocks))
     plot(blocks, folder)
     return merged
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folder", type=Path)
-    args = ap.parse_args(argv)
-    try:
-        write_report(args.folder)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.folder}/results.json, results.md, pareto.png, speed_vs_fidelity.png")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,8 @@
-"""selfjudge.judge: the verifier file, its trainer, and the AutoJudge label miner.
+"""selfjudge.judge: the verifier file and its training, nothing else.
 
-``load_verifier`` / ``Verifier`` are cheap to import; training (sklearn) and
-mining (transformers) are imported from their modules on use.
+``load_verifier`` / ``Verifier`` are cheap to import; training (sklearn) is
+imported from :mod:`selfjudge.judge.train` on use. The label miners that feed
+the trainer (SelfJudge's and AutoJudge's) live in :mod:`selfjudge.labelling`.
 """
 
 from selfjudge.judge.verifier import FORMAT, Verifier, load_verifier, save_verifier, shipped_verifier_path

@@ -25,15 +25,13 @@ Operating thresholds (logit space, accept iff ``logit > theta``):
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import shlex
-import sys
 import time
 from typing import Any, Sequence
 
 import numpy as np
+
+from selfjudge.labelling.shards import read_label_dirs, resolve_tau
 
 DEFAULT_C_GRID: tuple[float, ...] = tuple(float(c) for c in np.logspace(-5, 1, 13))
 # every 5 % plus the conservative end (accepting only the top 1-3 % of mismatches), where a small
@@ -252,6 +250,7 @@ def fit_verifier(
     ``split`` (train indices, validation indices) overrides the grouped random
     split, e.g. to evaluate two label sets on the same held-out prompts.
     """
+    import torch
     from sklearn.metrics import roc_auc_score
 
     from selfjudge.judge.verifier import Verifier
@@ -336,58 +335,12 @@ def fit_verifier(
     meta["reliability"] = table
     meta["training_set"] = report["training_set"]
     meta["trainer"] = "StandardScaler + L2 LogisticRegression (sklearn), C by grouped-validation ROC-AUC, folded"
-    verifier = Verifier(weight=__import__("torch").from_numpy(w32.copy()), bias=float(b32), thresholds=thresholds,
+    verifier = Verifier(weight=torch.from_numpy(w32.copy()), bias=float(b32), thresholds=thresholds,
                         metadata=meta)
     return verifier, report
 
 
 # --------------------------------------------------------------------------- from label dirs
-
-
-def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None) -> float | None:
-    """SelfJudge's tau to relabel with: a value, or a quantile of all stored scores (None: keep labels)."""
-    if tau is not None and tau_quantile is not None:
-        raise ValueError("give at most one of tau and tau_quantile")
-    if tau_quantile is None:
-        return tau
-    import torch
-
-    from selfjudge.labelling.shards import read_rows
-    from selfjudge.labelling.tau import tau_from_quantile
-
-    scores = torch.tensor([float(r["score"]) for d in label_dirs for r in read_rows(d)], dtype=torch.float64)
-    if not len(scores):
-        raise ValueError("tau_quantile: the label dirs hold no scores")
-    return float(tau_from_quantile(scores, tau_quantile))
-
-
-def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
-    """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests).
-
-    ``tau`` (SelfJudge only) re-derives every label as ``score > tau`` from the stored scores.
-    """
-    import torch
-
-    from selfjudge.labelling.shards import read_labels
-
-    feats, rows, manifests = [], [], []
-    for d in label_dirs:
-        if tau is not None:
-            with open(f"{d}/manifest.json") as fh:
-                if json.load(fh).get("method") != "selfjudge":
-                    raise ValueError(f"tau: only SelfJudge labels are defined by a score threshold ({d})")
-        f, r, m = read_labels(d, tau=tau)
-        feats.append(f)
-        rows.extend(r)
-        manifests.append(m)
-    hs = {int(f.shape[1]) for f in feats}
-    if len(hs) != 1:
-        raise ValueError(f"labels: label dirs have different hidden sizes {sorted(hs)}")
-    for key in ("target", "method"):
-        vals = {m.get(key) for m in manifests}
-        if len(vals) != 1:
-            raise ValueError(f"labels: label dirs disagree on {key}: {sorted(map(str, vals))}")
-    return torch.cat(feats, 0), rows, manifests
 
 
 def train_from_labels(
@@ -434,54 +387,3 @@ def train_from_labels(
     if out is not None:
         verifier.save(out)
     return verifier, report
-
-
-def _format_report(report: dict[str, Any]) -> str:
-    lines = [
-        f"C={report['C']:.3g}  train ROC-AUC={report['train_roc_auc']:.4f}  val ROC-AUC={report['val_roc_auc']:.4f}"
-        f"  val ECE={report['val_ece']:.4f}",
-        f"training set: {json.dumps(report['training_set'])}",
-        "threshold  logit     accept  prec   rec    F1     unacc_rec harmful_acc",
-    ]
-    for name, m in report["at_threshold"].items():
-        lines.append(
-            f"{name:<10} {m['threshold']:+8.3f}  {m['accept_rate']:.3f}  {m['precision']:.3f}  {m['recall']:.3f}  "
-            f"{m['f1']:.3f}  {m['unacceptable_recall']:.3f}     {m['harmful_accept_rate']:.3f}"
-        )
-    lines.append("reliability (val): bin  count  mean_pred  observed")
-    for r in report["reliability"]:
-        if r["count"]:
-            lines.append(
-                f"  [{r['lo']:.1f},{r['hi']:.1f})  {r['count']:5d}  {r['mean_predicted']:.3f}  {r['observed_rate']:.3f}"
-            )
-    return "\n".join(lines)
-
-
-def _run(args: argparse.Namespace) -> int:
-    command = "selfjudge " + " ".join(shlex.quote(a) for a in (args.argv or sys.argv[1:]))
-    kwargs: dict[str, Any] = dict(val_fraction=args.val_fraction, seed=args.seed, target_recall=args.target_recall)
-    if args.c_grid:
-        kwargs["c_grid"] = [float(c) for c in args.c_grid.split(",")]
-    verifier, report = train_from_labels(args.labels, args.out, command=command, tau=args.tau,
-                                         tau_quantile=args.tau_quantile, **kwargs)
-    print(_format_report(report))
-    print(f"wrote {args.out} (hidden size {verifier.hidden_size}, thresholds: {', '.join(verifier.thresholds)})")
-    if args.report:
-        with open(args.report, "w") as f:
-            json.dump(report, f, indent=1)
-    return 0
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("train", help="train a verifier (logistic regression) from label shards")
-    p.add_argument("--labels", nargs="+", required=True, help="label shard dir(s) (same target and method)")
-    p.add_argument("--out", required=True, help="output verifier .safetensors")
-    p.add_argument("--val-fraction", type=float, default=0.2, help="fraction of prompts held out (grouped split)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--target-recall", type=float, default=0.9, help='recall on the unacceptable class for "R"')
-    p.add_argument("--c-grid", default=None, help="comma-separated C values (default logspace(-5, 1, 13))")
-    p.add_argument("--report", default=None, help="also write the full JSON report here")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--tau", type=float, default=None, help="SelfJudge: relabel as score > tau before training")
-    g.add_argument("--tau-quantile", type=float, default=None, help="SelfJudge: tau = this quantile of the scores")
-    p.set_defaults(func=_run, argv=None)

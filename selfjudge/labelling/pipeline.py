@@ -1,4 +1,4 @@
-"""The ``selfjudge label`` job: SelfJudge training labels from the target itself (SPEC section 2).
+"""SelfJudge's label miner (``selfjudge label``): SelfJudge training labels from the target itself (SPEC section 2).
 
 Per batch of training prompts:
   1. the target's greedy responses y (batched ``generate``, left padding; the response
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import torch
+
+from selfjudge.models.generation import draft_top1, greedy_responses
 
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
@@ -37,54 +37,6 @@ FEATURE_DOC = (
     "output_hidden_states[-1]) at the swapped token z_i, from the one-pass scoring forward"
 )
 _COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size")
-
-
-def _eos_ids(model, tokenizer) -> list[int]:
-    eos = getattr(model.generation_config, "eos_token_id", None)
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    if eos is None:
-        return []
-    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
-
-
-@torch.no_grad()
-def generate_responses(model, tokenizer, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
-    """Greedy responses of ``model`` for token-id prompts, batched with left padding."""
-    if not prompts:
-        return []
-    eos = _eos_ids(model, tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    width = max(len(p) for p in prompts)
-    device = next(model.parameters()).device
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    attn = torch.zeros((len(prompts), width), dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-        attn[b, width - len(p) :] = 1
-    out = model.generate(
-        input_ids=ids.to(device),
-        attention_mask=attn.to(device),
-        max_new_tokens=max_new_tokens,
-        do_sample=False,
-        pad_token_id=pad,
-        eos_token_id=eos or None,
-    )
-    responses = []
-    for row in out[:, width:].tolist():
-        cut = next((k + 1 for k, t in enumerate(row) if t in eos), len(row))
-        responses.append(row[:cut])
-    return responses
-
-
-@torch.no_grad()
-def draft_top1(draft, prompt_ids: torch.Tensor, response_ids: torch.Tensor) -> torch.Tensor:  # [Lx], [Ly] -> [Ly]
-    """Teacher-forced draft argmax for every response position."""
-    device = next(draft.parameters()).device
-    seq = torch.cat([prompt_ids, response_ids]).to(device)[None]
-    logits = draft(input_ids=seq).logits[0]  # [Lx+Ly, V]
-    Lx, Ly = prompt_ids.shape[0], response_ids.shape[0]
-    return logits[Lx - 1 : Lx + Ly - 1].argmax(dim=-1).cpu()
 
 
 def _decode(tokenizer, tid: int) -> str:
@@ -207,7 +159,7 @@ def label(
         batch = todo[b0 : b0 + batch_size]
         prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
         t0 = time.perf_counter()
-        responses = generate_responses(tgt, tok, prompts, max_new_tokens)
+        responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
         t1 = time.perf_counter()
         rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
         for ex, p, r in zip(batch, prompts, responses):
@@ -217,7 +169,7 @@ def label(
             y = torch.tensor(r, dtype=torch.long)
             n_tok += len(r)
             ta = time.perf_counter()
-            z = draft_top1(drf, x, y)
+            z = torch.tensor(draft_top1(drf, p, r), dtype=torch.long)
             mism = torch.nonzero(z != y).flatten()
             tb = time.perf_counter()
             res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
@@ -260,43 +212,3 @@ def label(
             relabel(out, tau_q)
         writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
     return _summarise(Path(out), writer, time.perf_counter() - t_start)
-
-
-def _run(args) -> int:
-    summary = label(
-        args.target,
-        args.draft,
-        args.task,
-        out=args.out,
-        window=args.window,
-        tau=args.tau,
-        tau_quantile=args.tau_quantile,
-        limit=args.limit,
-        split=args.split,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        max_tokens_per_forward=args.max_tokens_per_forward,
-        backend=args.backend,
-        command="selfjudge " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-    )
-    print(json.dumps(summary, indent=2))
-    return 0
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("label", help="SelfJudge labels: one-pass swap scores of the target's own responses")
-    p.add_argument("--target", default=DEFAULT_PAIR, help='"smollm2-135m" (default pair) or a local model folder')
-    p.add_argument("--draft", default=None, help="local draft folder (default: the pair's draft)")
-    p.add_argument("--task", default="gsm8k")
-    p.add_argument("--split", default="train")
-    p.add_argument("--window", type=int, default=20, help="suffix window N (0 = prefix-only ablation)")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--tau", type=float, help="label = score > tau")
-    g.add_argument("--tau-quantile", type=float, help="tau = this quantile of all scores of the run")
-    p.add_argument("--out", required=True, help="output directory (resumed if it exists)")
-    p.add_argument("--limit", type=int, default=None, help="number of prompts")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call and per shard")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
-    p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
-    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
-    p.set_defaults(func=_run)

@@ -23,11 +23,12 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from .tau import apply_tau
+from .tau import apply_tau, tau_from_quantile
 
 MANIFEST = "manifest.json"
 PROGRESS = "progress.jsonl"
@@ -197,3 +198,40 @@ def read_labels(out_dir: str | Path, tau: float | None = None) -> tuple[torch.Te
             row["label"] = lab
         manifest = {**manifest, "tau": float(tau)}
     return features, rows, manifest
+
+
+def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None) -> float | None:
+    """SelfJudge's tau to relabel with: a value, or a quantile of all stored scores (None: keep labels)."""
+    if tau is not None and tau_quantile is not None:
+        raise ValueError("give at most one of tau and tau_quantile")
+    if tau_quantile is None:
+        return tau
+    scores = torch.tensor([float(r["score"]) for d in label_dirs for r in read_rows(d)], dtype=torch.float64)
+    if not len(scores):
+        raise ValueError("tau_quantile: the label dirs hold no scores")
+    return float(tau_from_quantile(scores, tau_quantile))
+
+
+def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
+    """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests).
+
+    ``tau`` (SelfJudge only) re-derives every label as ``score > tau`` from the stored scores.
+    """
+    feats, rows, manifests = [], [], []
+    for d in label_dirs:
+        if tau is not None:
+            with open(Path(d) / MANIFEST, encoding="utf-8") as fh:
+                if json.load(fh).get("method") != "selfjudge":
+                    raise ValueError(f"tau: only SelfJudge labels are defined by a score threshold ({d})")
+        f, r, m = read_labels(d, tau=tau)
+        feats.append(f)
+        rows.extend(r)
+        manifests.append(m)
+    hs = {int(f.shape[1]) for f in feats}
+    if len(hs) != 1:
+        raise ValueError(f"labels: label dirs have different hidden sizes {sorted(hs)}")
+    for key in ("target", "method"):
+        vals = {m.get(key) for m in manifests}
+        if len(vals) != 1:
+            raise ValueError(f"labels: label dirs disagree on {key}: {sorted(map(str, vals))}")
+    return torch.cat(feats, 0), rows, manifests

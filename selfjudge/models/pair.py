@@ -124,6 +124,7 @@ def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dty
 
     ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
     use, cached under ``$SELFJUDGE_CACHE`` or ``~/.cache/selfjudge``).
+    ``load_pair("smollm2-135m", draft)``: the built-in target with another draft folder.
     ``load_pair(target, draft)``: two HF folders (or hub ids); raises
     :class:`TokenizerMismatchError` (a ``ValueError``) if their tokenizers differ.
     """
@@ -134,6 +135,8 @@ def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dty
             raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
                              "or pass a target folder and a draft folder")
         target_dir, draft_dir = default_pair_dirs()
+    elif name_or_target == DEFAULT_PAIR:  # the built-in target with another draft
+        target_dir, draft_dir = ensure_smollm2_target(verbose=False), draft
     else:
         target_dir, draft_dir = name_or_target, draft
     tokenizer = AutoTokenizer.from_pretrained(target_dir)

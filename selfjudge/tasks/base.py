@@ -50,10 +50,17 @@ class Task:
     """Base class. Subclasses set ``name``, ``max_new_tokens``, ``eval_end``, ``val_end``
     and implement ``_rows`` (list of dicts with an ``index`` key, in source order),
     ``_to_example``, ``extract_answer``, ``score``.
+
+    A task owns its metrics: :meth:`task_score` (how good a generation is) and
+    :meth:`fidelity` (how close it stays to the target's own greedy output of the
+    same run), with the names the reports print (``task_score_name``,
+    ``fidelity_name``); benchmarks ask the task, never branch on its name.
     """
 
     name: str = ""
     max_new_tokens: int = 256
+    task_score_name: str = "accuracy"
+    fidelity_name: str = "same final answer as target"
     #: rows with source index < eval_end are "eval", < val_end are "val", the rest "train".
     eval_end: int = 0
     val_end: int = 0
@@ -115,6 +122,24 @@ class Task:
     def same_answer(self, text_a: str, text_b: str, example: Example) -> bool:
         """Whether two generations reach the same final answer (both unanswerable counts as same)."""
         return self.extract_answer(text_a) == self.extract_answer(text_b)
+
+    def task_score(self, text: str, example: Example, *, model=None, tokenizer=None, prompt: str | None = None,
+                   token_ids: list[int] | None = None) -> float:
+        """The task's score of one generation (default: :meth:`score`). ``model``/``tokenizer``,
+        the chat-formatted ``prompt`` and the generated ``token_ids`` serve reference-free scores."""
+        return float(self.score(text, example))
+
+    def fidelity(self, text: str, reference_text: str, example: Example) -> float:
+        """Agreement of ``text`` with ``reference_text``, the target's own greedy output of the
+        same run (default: 1.0 if :meth:`same_answer`, else 0.0)."""
+        return float(self.same_answer(text, reference_text, example))
+
+    # ----- reference text (distillation data) -----
+    def reference_chats(self, start: int = 0, stop: int | None = None) -> list[list[dict]]:
+        """User prompt + reference assistant answer of the source rows with index in
+        ``[start, stop)``, as chat messages (rows without a usable reference are left out).
+        Only tasks whose source holds reference answers implement it."""
+        raise NotImplementedError(f"task {self.name!r} has no reference answers to build chats from")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -62,6 +62,8 @@ def shuffle_options(record_id: str, correct: str, incorrect: list[str]) -> tuple
 
 class GPQA(Task):
     name = "gpqa"
+    task_score_name = "accuracy"
+    fidelity_name = "same letter as target"
     max_new_tokens = 512
     eval_end = 100
     val_end = 140

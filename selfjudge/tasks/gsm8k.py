@@ -103,6 +103,19 @@ class GSM8K(Task):
     def extract_answer(self, text: str) -> str | None:
         return extract_number(text)
 
+    def reference_chats(self, start: int = 0, stop: int | None = None) -> list[list[dict]]:
+        """The bare question + the reference solution of rows ``[start, stop)``, with the
+        calculator annotations ``<<...>>`` removed and ``#### N`` written as "The answer is N."."""
+        out = []
+        for row in self._rows():
+            if row["index"] < start or (stop is not None and row["index"] >= stop):
+                continue
+            answer = re.sub(r"<<[^>]*>>", "", row["answer"])
+            body, _, final = answer.rpartition("####")
+            answer = f"{body.strip()}\nThe answer is {final.strip()}." if final else answer
+            out.append([{"role": "user", "content": row["question"]}, {"role": "assistant", "content": answer}])
+        return out
+
     def score(self, text: str, example: Example) -> float:
         """1.0 if the extracted final answer equals the reference number, else 0.0."""
         pred = extract_number(text)

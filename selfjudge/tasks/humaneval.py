@@ -53,6 +53,8 @@ def build_program(problem: dict, code: str) -> str:
 
 class HumanEval(Task):
     name = "humaneval"
+    task_score_name = "pass@1"
+    fidelity_name = "same test outcome as target"
     max_new_tokens = 384
     eval_end = 100
     val_end = 132

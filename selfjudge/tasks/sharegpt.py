@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .base import Example, Task
 from .data_files import sharegpt_path
-from .metrics import rouge_l
+from .metrics import mean_logprob, rouge_l
 
 MAX_PROMPT_CHARS = 2000
 _SEP_RE = re.compile(r"[\s,]*")
@@ -67,6 +67,8 @@ class ShareGPT(Task):
     max_new_tokens = 256
     eval_end = 1000
     val_end = 2000
+    task_score_name = "target mean log-lik"
+    fidelity_name = "ROUGE-L vs target"
     #: ``same_answer`` threshold on ROUGE-L F between the two generations.
     same_threshold = 0.5
 
@@ -108,3 +110,31 @@ class ShareGPT(Task):
     def same_answer(self, text_a: str, text_b: str, example: Example) -> bool:
         """Open-ended agreement: ROUGE-L F between the two texts >= ``same_threshold``."""
         return rouge_l(text_a, text_b) >= self.same_threshold
+
+    def task_score(self, text: str, example: Example, *, model=None, tokenizer=None, prompt: str | None = None,
+                   token_ids: list[int] | None = None) -> float:
+        """Open-ended prompts have no answer to check: the target's mean log-likelihood of the
+        generated tokens (``model`` = the target); NaN for an empty generation."""
+        if model is None or tokenizer is None or prompt is None or token_ids is None:
+            raise ValueError("model, tokenizer, prompt and token_ids are required for the sharegpt task score")
+        if not token_ids:
+            return float("nan")
+        return mean_logprob(model, tokenizer, prompt, completion_ids=token_ids)
+
+    def fidelity(self, text: str, reference_text: str, example: Example) -> float:
+        """ROUGE-L F of ``text`` against the target's own greedy output."""
+        return rouge_l(text, reference_text)
+
+    def reference_chats(self, start: int = 0, stop: int | None = None) -> list[list[dict]]:
+        """First user turn + first assistant reply of the raw conversations with index in
+        ``[start, stop)`` (the first turn must be "human", the second "gpt", both non-empty;
+        the user turn is cut at 2,000 and the reply at 3,000 characters)."""
+        out = []
+        for conv in _read(str(self.path))[start:stop]:
+            turns = conv.get("conversations", [])
+            if len(turns) < 2 or turns[0].get("from") != "human" or turns[1].get("from") != "gpt":
+                continue
+            user, reply = turns[0].get("value", "").strip(), turns[1].get("value", "").strip()
+            if user and reply:
+                out.append([{"role": "user", "content": user[:2000]}, {"role": "assistant", "content": reply[:3000]}])
+        return out

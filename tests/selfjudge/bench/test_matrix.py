@@ -2,34 +2,22 @@
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import torch
 
 from selfjudge.bench import matrix as wm
 from selfjudge.bench import report as rep
 from selfjudge.judge import Verifier
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-
-from _tiny import make_tokenizer  # noqa: E402
+from selfjudge.tasks import Task
 
 
-def tiny_llama(vocab_size, layers, seed):
+def tiny_llama(tiny, vocab_size, layers, seed):
     """A random Llama with large initial weights, so that target and draft disagree often."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      initializer_range=0.3, bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    return LlamaForCausalLM(cfg).eval()
+    return tiny.llama(seed, vocab_size=vocab_size, num_hidden_layers=layers, initializer_range=0.3,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=2)
 
 
-
-
-class WordTask:
+class WordTask(Task):
     """A checkable toy task: the 'answer' is the last word of the text."""
 
     name = "toy"
@@ -46,9 +34,9 @@ class Ex:
         self.prompt_id = f"toy/{i}"
 
 
-def _setup():
-    tok = make_tokenizer()
-    target, draft = tiny_llama(len(tok), 3, seed=0), tiny_llama(len(tok), 1, seed=1)
+def _setup(tiny):
+    tok = tiny.tokenizer()
+    target, draft = tiny_llama(tiny, len(tok), 3, seed=0), tiny_llama(tiny, len(tok), 1, seed=1)
     g = torch.Generator().manual_seed(0)
     verifier = Verifier(weight=torch.randn(32, generator=g), bias=0.0,
                         thresholds={"all": -1e9, "none": 1e9, "F": 0.0}, metadata={"method": "selfjudge"})
@@ -56,8 +44,8 @@ def _setup():
     return tok, target, draft, verifier, prompts
 
 
-def test_matrix_configs_and_block_rows():
-    tok, target, draft, verifier, prompts = _setup()
+def test_matrix_configs_and_block_rows(tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2, 3], [2], judges, ["none", "all", "missing"], ["F"], sweep_ks=[2])
     names = [c.key for c in cfgs]
@@ -84,8 +72,8 @@ def test_matrix_configs_and_block_rows():
         assert len(r["per_prompt"]["fidelity"]) == len(prompts)
 
 
-def test_report_writes_tables_and_plots(tmp_path):
-    tok, target, draft, verifier, prompts = _setup()
+def test_report_writes_tables_and_plots(tmp_path, tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2], [2], judges, ["none", "all"], [], [])
     rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
@@ -113,8 +101,8 @@ def test_block_needs_target_only_first():
         raise AssertionError("run_block accepted a matrix without the target-only reference")
 
 
-def test_hf_baselines_write_the_target_greedy_output():
-    tok, target, draft, verifier, prompts = _setup()
+def test_hf_baselines_write_the_target_greedy_output(tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
     cfgs = wm.make_configs([2], [], {}, [], [], [], hf_baselines=True)
     assert [c.name for c in cfgs] == ["target-only", "HF generate", "HF assisted", "standard"]
     rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, {}), cfgs,

@@ -1,4 +1,4 @@
-"""The ``selfjudge bench`` / ``bench/run_wallclock.py`` command line: arguments and the report rebuild."""
+"""The ``selfjudge bench`` / ``bench/run_wallclock.py`` command line: arguments and the ``selfjudge report`` rebuild."""
 
 import json
 import subprocess
@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from selfjudge.bench import wallclock
+from selfjudge.cli import bench as bench_cli
 from selfjudge.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_quick_sets_a_small_matrix_and_its_own_folder():
-    a = wallclock.parse_args(["--quick"])
+    a = bench_cli.parse_args(["--quick"])
     assert (a.tasks, a.limit, a.max_new_tokens, a.ks, a.batch_sizes, a.sweep) == (["gsm8k"], 2, 32, [4], [1], [])
     assert a.out == Path("bench/results/wallclock-quick")
-    full = wallclock.parse_args([])
+    full = bench_cli.parse_args([])
     assert full.ks == [4, 8] and full.batch_sizes == [1, 8] and full.sweep_ks == [4] and full.sweep_batches == [8]
     assert {"gsm8k", "humaneval", "gpqa", "sharegpt"} == set(full.tasks)
 
@@ -25,7 +25,7 @@ def test_quick_sets_a_small_matrix_and_its_own_folder():
 @pytest.mark.parametrize("bad", [["--limit", "0"], ["--ks", "0"], ["--batch-sizes", "0"], ["--judges", "Nope"]])
 def test_bad_arguments_are_refused(bad):
     with pytest.raises(SystemExit) as e:
-        wallclock.parse_args(bad)
+        bench_cli.parse_args(bad)
     assert e.value.code == 2
 
 
@@ -35,10 +35,10 @@ def test_selfjudge_cli_has_bench():
 
 
 def test_report_only_rebuild_from_blocks(tmp_path):
-    """``python -m selfjudge.bench.report DIR`` merges finished blocks; an empty folder is an error."""
+    """``selfjudge report DIR`` merges finished blocks; an empty folder is a one-line error."""
     blocks = tmp_path / "blocks"
     blocks.mkdir()
-    res = subprocess.run([sys.executable, "-m", "selfjudge.bench.report", str(tmp_path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "selfjudge.cli", "report", str(tmp_path)], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 2 and "no finished blocks" in res.stderr and "Traceback" not in res.stderr
     row = {"name": "target-only", "family": "target-only", "policy": "autoregressive", "K": 0, "prompts": 1,
@@ -51,7 +51,7 @@ def test_report_only_rebuild_from_blocks(tmp_path):
     res = subprocess.run([sys.executable, str(ROOT / "bench" / "run_wallclock.py"), "--help"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0 and "--quick" in res.stdout
-    res = subprocess.run([sys.executable, "-m", "selfjudge.bench.report", str(tmp_path)], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "selfjudge.cli", "report", str(tmp_path)], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "| target-only | – | 2.00 |" in (tmp_path / "results.md").read_text()

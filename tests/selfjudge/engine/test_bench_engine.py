@@ -9,7 +9,6 @@ import copy
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.engine import SpeculativeEngine
 
@@ -18,13 +17,8 @@ N = 32
 
 
 @pytest.fixture(scope="module")
-def pair():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-    )
-    target = LlamaForCausalLM(cfg).eval()
+def pair(tiny):
+    target = tiny.llama(0, vocab_size=V, hidden_size=64, intermediate_size=128, max_position_embeddings=512)
     draft = copy.deepcopy(target)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():

@@ -2,19 +2,13 @@
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.engine.cache import RaggedCache
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(
-        vocab_size=61, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-    )
-    return LlamaForCausalLM(cfg).eval()
+def model(tiny):
+    return tiny.llama(0, vocab_size=61)
 
 
 def _plain_last_logits(model, seq):

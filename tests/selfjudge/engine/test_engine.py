@@ -9,7 +9,6 @@ import copy
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.engine import JudgePolicy, SpeculativeEngine, TopKPolicy
 from selfjudge.engine.cache import RaggedCache
@@ -19,23 +18,9 @@ N = 24
 PROMPTS = [[5, 7, 9], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [42], [60, 61, 62, 63, 64, 65]]
 
 
-def _tiny(seed: int) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-    )
-    return LlamaForCausalLM(cfg).eval()
-
-
 @pytest.fixture(scope="module")
-def pair():
-    target = _tiny(0)
+def pair(tiny):
+    target = tiny.llama(0, vocab_size=V, hidden_size=48, intermediate_size=96, max_position_embeddings=512)
     draft = copy.deepcopy(target)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():

@@ -3,24 +3,15 @@
 import math
 
 import pytest
-
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.judge import Verifier, load_verifier, shipped_verifier_path
 
 
-def tiny(seed, layers):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      initializer_range=0.3, eos_token_id=3, bos_token_id=1, pad_token_id=0)
-    return LlamaForCausalLM(cfg).eval()
-
-
-def test_verifier_file_drives_judge_policy(tmp_path):
-    target, draft = tiny(0, 2), tiny(1, 1)
+def test_verifier_file_drives_judge_policy(tmp_path, tiny):
+    config = dict(vocab_size=32, initializer_range=0.3, eos_token_id=3, bos_token_id=1, pad_token_id=0)
+    target, draft = tiny.llama(0, num_hidden_layers=2, **config), tiny.llama(1, num_hidden_layers=1, **config)
     g = torch.Generator().manual_seed(0)
     v = Verifier(weight=torch.randn(32, generator=g), bias=0.0, thresholds={"none": 1e9, "all": -1e9},
                  metadata={"method": "selfjudge", "target": "toy"})

@@ -1,39 +1,19 @@
 """Labelling pipeline on tiny random Llamas with a stub task and tokenizer: shards, resume, tau."""
 
-import argparse
 import json
 import shutil
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
-from selfjudge.labelling import pipeline
-from selfjudge.labelling.pipeline import draft_top1, generate_responses, label
+from selfjudge.labelling.pipeline import label
+from selfjudge.models.generation import draft_top1, greedy_responses
 from selfjudge.labelling.shards import read_labels
 from selfjudge.labelling.swap_scoring import score_swaps
 from selfjudge.tasks import Example
 
 V = 61
 EOS = 3
-
-
-def tiny(seed):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=24,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        initializer_range=0.2,
-        eos_token_id=EOS,
-        bos_token_id=1,
-        pad_token_id=0,
-    )
-    return LlamaForCausalLM(cfg).eval()
 
 
 class CharTokenizer:
@@ -62,8 +42,10 @@ class StubTask:
 
 
 @pytest.fixture(scope="module")
-def pair():
-    return tiny(0), tiny(1), CharTokenizer()
+def pair(tiny):
+    config = dict(vocab_size=V, hidden_size=24, intermediate_size=48, max_position_embeddings=256,
+                  initializer_range=0.2, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    return tiny.llama(0, **config), tiny.llama(1, **config), CharTokenizer()
 
 
 def run(pair, out, **kw):
@@ -85,9 +67,9 @@ def test_end_to_end_rows_match_direct_scoring(pair, tmp_path):
     tgt, drf, tok = pair
     exs = StubTask().examples("train", 4)
     prompts = [tok(StubTask().build_prompt(tok, e))["input_ids"] for e in exs[:2]]
-    y = torch.tensor(generate_responses(tgt, tok, prompts, 14)[1])
+    y = torch.tensor(greedy_responses(tgt, tok, prompts, 14)[1])
     x = torch.tensor(prompts[1])
-    z = draft_top1(drf, x, y)
+    z = torch.tensor(draft_top1(drf, prompts[1], y.tolist()))
     mism = torch.nonzero(z != y).flatten()
     ref = score_swaps(tgt, x, y, mism, z[mism], 5)
     mine = [k for k, r in enumerate(rows) if r["prompt_id"] == "stub/1"]
@@ -169,12 +151,13 @@ def test_bad_arguments(pair, tmp_path):
         run(pair, tmp_path / "x", window=-2)
 
 
-def test_cli_registration(monkeypatch):
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers()
-    pipeline.register(sub)
+def test_cli_registration():
+    from selfjudge.cli import build_parser
+    from selfjudge.cli import label as label_cli
+
+    parser = build_parser()
     args = parser.parse_args(["label", "--task", "gsm8k", "--window", "0", "--tau-quantile", "0.8", "--out", "d", "--limit", "5"])
     assert args.window == 0 and args.tau_quantile == 0.8 and args.tau is None and args.limit == 5
-    assert args.target == "smollm2-135m" and args.func is pipeline._run
+    assert args.target == "smollm2-135m" and args.func is label_cli.run
     with pytest.raises(SystemExit):
         parser.parse_args(["label", "--out", "d"])  # tau or tau-quantile is required

@@ -2,27 +2,19 @@
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from selfjudge.labelling.naive import naive_score_swaps
 from selfjudge.labelling.swap_scoring import plan_chunks, score_swaps
 
 
-def tiny_llama(attn="sdpa", seed=0, tie=False):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=97,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=tie,
-        attn_implementation=attn,
-        initializer_range=0.2,  # peaky distributions so scores are far from 0
-    )
-    return LlamaForCausalLM(cfg).eval()
+@pytest.fixture(scope="module")
+def tiny_llama(tiny):
+    def make(attn="sdpa", seed=0, tie=False):
+        # peaky distributions (initializer_range 0.2) so scores are far from 0
+        return tiny.llama(seed, vocab_size=97, max_position_embeddings=256, tie_word_embeddings=tie,
+                          attn_implementation=attn, initializer_range=0.2)
+
+    return make
 
 
 def case(Lx=7, Ly=24, seed=1, V=97):
@@ -37,7 +29,7 @@ def case(Lx=7, Ly=24, seed=1, V=97):
 
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("window", [0, 1, 5, 20])
-def test_one_pass_equals_naive(attn, window):
+def test_one_pass_equals_naive(attn, window, tiny_llama):
     model = tiny_llama(attn, tie=(attn == "eager"))
     x, y, pos, z = case()
     perm = torch.tensor([3, 0, 7, 1, 5, 2, 6, 4])  # unsorted input order must be preserved
@@ -52,7 +44,7 @@ def test_one_pass_equals_naive(attn, window):
         torch.testing.assert_close(one.scores, one.prefix_terms)
 
 
-def test_chunking_matches_single_forward_and_triton_backend():
+def test_chunking_matches_single_forward_and_triton_backend(tiny_llama):
     model = tiny_llama(seed=3)
     x, y, pos, z = case(seed=4)
     full = score_swaps(model, x, y, pos, z, 5, max_tokens=10_000, backend="torch")
@@ -64,7 +56,7 @@ def test_chunking_matches_single_forward_and_triton_backend():
     torch.testing.assert_close(tri.scores, full.scores, atol=1e-4, rtol=0)
 
 
-def test_hand_computed_score_for_one_swap():
+def test_hand_computed_score_for_one_swap(tiny_llama):
     # independent check of the formula itself on one swap, from full logits
     model = tiny_llama(seed=5)
     x, y, _, _ = case(Lx=4, Ly=10, seed=6)
@@ -81,7 +73,7 @@ def test_hand_computed_score_for_one_swap():
     assert abs(float(one.scores[0]) - float(s)) < 1e-4
 
 
-def test_last_hidden_state_is_post_norm_and_equals_hidden_states_last():
+def test_last_hidden_state_is_post_norm_and_equals_hidden_states_last(tiny_llama):
     model = tiny_llama(seed=7)
     ids = torch.randint(0, 97, (1, 9))
     with torch.no_grad():
@@ -91,7 +83,7 @@ def test_last_hidden_state_is_post_norm_and_equals_hidden_states_last():
     torch.testing.assert_close(out.logits, model.lm_head(base))
 
 
-def test_empty_and_bad_inputs():
+def test_empty_and_bad_inputs(tiny_llama):
     model = tiny_llama(seed=8)
     x, y, pos, z = case()
     e = score_swaps(model, x, y, pos[:0], z[:0], 5)

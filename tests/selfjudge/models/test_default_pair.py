@@ -45,11 +45,12 @@ def test_target_answers_chat_prompt(pair):
 
 
 def test_draft_agrees_with_target_on_heldout_text(pair):
-    from selfjudge.models.distill import EVAL_GSM8K_ROWS, _gsm8k_messages, encode_chat, gsm8k_rows, pad_batch
+    from selfjudge.models.distill import EVAL_GSM8K_ROWS, encode_chat, pad_batch
+    from selfjudge.tasks import load_task
 
     target, draft, tok = pair
-    rows = gsm8k_rows()
-    seqs = [encode_chat(tok, _gsm8k_messages(rows[i]), 160) for i in list(EVAL_GSM8K_ROWS)[:4]]
+    chats = load_task("gsm8k").reference_chats(EVAL_GSM8K_ROWS.start, EVAL_GSM8K_ROWS.start + 4)
+    seqs = [encode_chat(tok, m, 160) for m in chats]
     ids, att, mask = pad_batch(seqs, tok.pad_token_id)
     with torch.no_grad():
         t = target(input_ids=ids, attention_mask=att).logits[mask].argmax(-1)

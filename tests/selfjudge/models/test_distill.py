@@ -4,15 +4,10 @@ uninterrupted run."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import make_tokenizer, save_model, sequences  # noqa: E402
-
-from selfjudge.models.distill import choose_head_vocab, distill, distill_loss  # noqa: E402
+from selfjudge.models.distill import choose_head_vocab, distill, distill_loss
 
 
 def _run(target_dir, out, steps, seqs):
@@ -21,12 +16,12 @@ def _run(target_dir, out, steps, seqs):
                    eval_every=2)
 
 
-def test_resume_equals_uninterrupted(tmp_path):
+def test_resume_equals_uninterrupted(tmp_path, tiny):
     from safetensors.torch import load_file
 
-    tok = make_tokenizer()
-    target_dir = save_model(tmp_path / "t", tok, layers=3)
-    seqs = sequences(10, 10, len(tok), seed=1)
+    tok = tiny.tokenizer()
+    target_dir = tiny.save(tmp_path / "t", tok, layers=3)
+    seqs = tiny.sequences(10, 10, len(tok), seed=1)
     straight = _run(target_dir, tmp_path / "a", 4, seqs)
     _run(target_dir, tmp_path / "b", 2, seqs)
     state_b = json.loads((tmp_path / "b" / "state.json").read_text())
@@ -63,8 +58,8 @@ def test_distill_loss_matches_formula():
     assert agree.tolist() == expect
 
 
-def test_head_vocab_keeps_special_and_frequent_tokens():
-    tok = make_tokenizer()
+def test_head_vocab_keeps_special_and_frequent_tokens(tiny):
+    tok = tiny.tokenizer()
     seqs = [([5, 5, 5, 6, 6, 7, 8], 0), ([5, 6, 9], 0)]
     ids = choose_head_vocab(tok, seqs, 5).tolist()
     assert set(ids) == {0, 1, 2, 5, 6}  # 3 special ids + the two most frequent

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from _tiny import WORDS, make_llama, make_tokenizer, save_model, sequences  # noqa: E402
-
-from selfjudge.models import TokenizerMismatchError, load_pair  # noqa: E402
-from selfjudge.models.cache import COMPLETE_MARKER, atomic_folder, default_cache_dir, is_complete  # noqa: E402
-from selfjudge.models.draft import SubVocabHead, build_draft_from_target, restrict_head, trainable_state  # noqa: E402
+from selfjudge.models import TokenizerMismatchError, load_pair
+from selfjudge.models.cache import COMPLETE_MARKER, atomic_folder, default_cache_dir, is_complete
+from selfjudge.models.draft import SubVocabHead, build_draft_from_target, restrict_head, trainable_state
 
 
 def test_default_cache_dir_env(monkeypatch, tmp_path):
@@ -44,25 +40,25 @@ def test_atomic_folder_leaves_nothing_on_failure(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
 
 
-def test_tokenizer_mismatch_is_refused(tmp_path):
-    tok = make_tokenizer()
-    target = save_model(tmp_path / "t", tok, layers=3, seed=0)
-    same = save_model(tmp_path / "d", tok, layers=1, seed=1)
+def test_tokenizer_mismatch_is_refused(tmp_path, tiny):
+    tok = tiny.tokenizer()
+    target = tiny.save(tmp_path / "t", tok, layers=3, seed=0)
+    same = tiny.save(tmp_path / "d", tok, layers=1, seed=1)
     pair = load_pair(str(target), str(same))
     assert pair.target.config.num_hidden_layers == 3 and pair.draft.config.num_hidden_layers == 1
-    other = save_model(tmp_path / "o", make_tokenizer(["zebra"] + WORDS[1:]), layers=1)  # one word differs
+    other = tiny.save(tmp_path / "o", tiny.tokenizer(["zebra"] + tiny.WORDS[1:]), layers=1)  # one word differs
     with pytest.raises(TokenizerMismatchError, match="draft"):
         load_pair(str(target), str(other))
     assert isinstance(TokenizerMismatchError("x"), ValueError)
 
 
-def test_tokenizer_special_token_mismatch(tmp_path):
+def test_tokenizer_special_token_mismatch(tmp_path, tiny):
     from selfjudge.models import check_same_tokenizer
 
-    a = make_tokenizer()
-    b = make_tokenizer()
+    a = tiny.tokenizer()
+    b = tiny.tokenizer()
     b.pad_token = "<unk>"
-    check_same_tokenizer(a, make_tokenizer())
+    check_same_tokenizer(a, tiny.tokenizer())
     with pytest.raises(TokenizerMismatchError, match="special"):
         check_same_tokenizer(a, b)
 
@@ -72,8 +68,8 @@ def test_unknown_pair_name():
         load_pair("no-such-pair")
 
 
-def test_draft_copies_layers_and_shares_embeddings():
-    target = make_llama(40, layers=4)
+def test_draft_copies_layers_and_shares_embeddings(tiny):
+    target = tiny.chat_llama(40, layers=4)
     draft = build_draft_from_target(target, [0, 3])
     assert draft.config.num_hidden_layers == 2
     tsd, dsd = target.state_dict(), draft.state_dict()
@@ -87,8 +83,8 @@ def test_draft_copies_layers_and_shares_embeddings():
         build_draft_from_target(target, [4])
 
 
-def test_restricted_head_matches_full_head_on_subvocab():
-    model = make_llama(40, layers=1)
+def test_restricted_head_matches_full_head_on_subvocab(tiny):
+    model = tiny.chat_llama(40, layers=1)
     ids = torch.tensor([1, 2, 5, 7, 30])
     x = torch.randint(0, 40, (2, 6))
     full = model(x).logits  # [2, 6, 40]
@@ -105,13 +101,13 @@ def test_restricted_head_matches_full_head_on_subvocab():
     torch.testing.assert_close(p[..., ids], torch.softmax(full[..., ids], -1))
 
 
-def test_export_assemble_and_load(tmp_path):
+def test_export_assemble_and_load(tmp_path, tiny):
     from selfjudge.models.distill import distill, export_draft
     from selfjudge.models.pair import assemble_default_draft
 
-    tok = make_tokenizer()
-    target_dir = save_model(tmp_path / "t", tok, layers=3)
-    seqs = sequences(8, 12, len(tok))
+    tok = tiny.tokenizer()
+    target_dir = tiny.save(tmp_path / "t", tok, layers=3)
+    seqs = tiny.sequences(8, 12, len(tok))
     distill(str(target_dir), tmp_path / "ck", layers=[0, 2], head_vocab=10, max_steps=2, teacher_bs=2, train_bs=2,
             topk=4, sequences=seqs, heldout=seqs[:2], verbose=False, eval_every=1)
     asset = export_draft(tmp_path / "ck", tmp_path / "asset")

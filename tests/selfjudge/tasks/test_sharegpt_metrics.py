@@ -99,14 +99,9 @@ def test_build_prompt_uses_chat_template_with_generation_prompt():
         load_task("gsm8k").build_prompt(tok, load_task("gsm8k").examples("eval", limit=1)[0])
 
 
-def test_mean_logprob_matches_cross_entropy():
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
+def test_mean_logprob_matches_cross_entropy(tiny):
     tok = _toy_tokenizer()
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    model = LlamaForCausalLM(cfg).eval()
+    model = tiny.llama(0, vocab_size=len(tok), max_position_embeddings=64)
     prompt, completion = "<|im_start|> user \n what is 2 <|im_end|>", "hello world world"
     got = mean_logprob(model, tok, prompt, completion)
     p_ids = tok(prompt, add_special_tokens=False)["input_ids"]

@@ -5,25 +5,19 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
-from selfjudge.judge.autojudge import greedy_generate, mine_prompt, mine_task, _new_cache
+from selfjudge.labelling.autojudge import mine_prompt, mine_task
+from selfjudge.labelling.autojudge_batch import mine_batch
+from selfjudge.models.generation import greedy_generate, greedy_responses, new_cache
 from selfjudge.labelling.shards import read_labels, read_progress
 
 EOS = 3
 
 
-def tiny(seed, layers):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      initializer_range=0.3, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
-    return LlamaForCausalLM(cfg).eval()
-
-
 @pytest.fixture(scope="module")
-def pair():
-    return tiny(0, 2), tiny(1, 1)
+def pair(tiny):
+    config = dict(vocab_size=32, initializer_range=0.3, eos_token_id=EOS, bos_token_id=1, pad_token_id=0)
+    return tiny.llama(0, num_hidden_layers=2, **config), tiny.llama(1, num_hidden_layers=1, **config)
 
 
 def parity_same(a, b):
@@ -101,13 +95,13 @@ def test_both_branches_exercised(pair):
 
 def test_greedy_generate_stops_at_eos_and_cap(pair):
     target, _ = pair
-    free, _, _, _ = greedy_generate(target, torch.tensor([[5, 9]]), _new_cache(target), 8, set())
+    free, _, _, _ = greedy_generate(target, torch.tensor([[5, 9]]), new_cache(target), 8, set())
     assert len(free) == 8
     stop = free[3]
     k = free.index(stop)
-    new, _, cache, fed = greedy_generate(target, torch.tensor([[5, 9]]), _new_cache(target), 8, {stop})
+    new, _, cache, fed = greedy_generate(target, torch.tensor([[5, 9]]), new_cache(target), 8, {stop})
     assert new == free[: k + 1] and fed == 2 + k and cache.get_seq_length() == 2 + k
-    new, h, _, fed = greedy_generate(target, torch.tensor([[5, stop]]), _new_cache(target), 8, {stop}, want_hidden=True)
+    new, h, _, fed = greedy_generate(target, torch.tensor([[5, stop]]), new_cache(target), 8, {stop}, want_hidden=True)
     assert new == [] and fed == 2 and h.shape == (32,)
 
 
@@ -185,14 +179,28 @@ def test_forward_token_counters_match_a_hook(pair):
     assert sum(seen) == r.reference_forward_tokens + r.target_forward_tokens
 
 
-def test_mine_batch_equals_one_walk_per_prompt(pair):
-    from selfjudge.judge.autojudge_batch import mine_batch
+def engine_generate(target):
+    """The batched greedy generator the CLI hands to the lock-step walks: the engine's target-only path."""
+    from selfjudge.engine import SpeculativeEngine
 
+    engine = SpeculativeEngine(target, None, None, policy="autoregressive", eos_token_id=[EOS])
+    return lambda prompts, n: [r.token_ids for r in engine.generate(prompts, max_new_tokens=n)]
+
+
+def hf_generate(target):
+    """The library default: the model's own batched ``generate``."""
+    return lambda prompts, n: greedy_responses(target, FakeTok(), prompts, n)
+
+
+@pytest.mark.parametrize("make_generate", [engine_generate, hf_generate])
+def test_mine_batch_equals_one_walk_per_prompt(pair, make_generate):
     target, draft = pair
     prompts = [[5, 9, 17, 2], [7, 30, 11], [12, 4, 4, 8, 21], [6]]
+    generate = make_generate(target)
     for kw in ({}, {"max_labels": 2}, {"label_fraction": 0.5}):
         seeds = [11, 12, 13, 14]
-        batched = mine_batch(target, draft, prompts, [parity_same] * 4, 20, {EOS}, seeds=seeds, **kw)
+        batched = mine_batch(target, draft, prompts, [parity_same] * 4, 20, {EOS}, generate=generate, seeds=seeds,
+                             **kw)
         for p, s, b in zip(prompts, seeds, batched):
             one = mine_prompt(target, draft, p, parity_same, 20, {EOS}, seed=s, **kw)
             assert b.reference_ids == one.reference_ids and b.final_ids == one.final_ids
@@ -208,13 +216,12 @@ def test_mine_batch_equals_one_walk_per_prompt(pair):
 
 
 def test_mine_batch_rejects_bad_input(pair):
-    from selfjudge.judge.autojudge_batch import mine_batch
-
     target, draft = pair
     with pytest.raises(ValueError, match="one entry per prompt"):
-        mine_batch(target, draft, [[5, 9]], [parity_same] * 2, 20, {EOS}, seeds=[0])
+        mine_batch(target, draft, [[5, 9]], [parity_same] * 2, 20, {EOS}, generate=hf_generate(target), seeds=[0])
     with pytest.raises(ValueError, match="empty prompt"):
-        mine_batch(target, draft, [[5, 9], []], [parity_same] * 2, 20, {EOS}, seeds=[0, 1])
+        mine_batch(target, draft, [[5, 9], []], [parity_same] * 2, 20, {EOS}, generate=hf_generate(target),
+                   seeds=[0, 1])
 
 
 def test_mine_task_batched_writes_the_same_labels(pair, tmp_path):

@@ -4,16 +4,17 @@ The walk over one prompt is sequential (whether a swap is kept decides the next
 response), but walks over different prompts are independent. :func:`mine_batch`
 runs the walks of a batch of prompts in lock step: every round, each prompt
 that still has a mismatch to label contributes one regeneration, and all of
-them decode together through the engine's batched greedy path (one target
-forward per generated token for the whole batch instead of one per prompt).
-Labels, positions and kept responses are those of :func:`autojudge.mine_prompt`
-with the same seeds (a test checks it).
+them decode together through the batched greedy generator the caller hands in
+(one target forward per generated token for the whole batch instead of one per
+prompt; the CLI hands the engine's target-only path, the library default is
+the model's own ``generate``). Labels, positions and kept responses are those
+of :func:`autojudge_walk.mine_prompt` with the same seeds (a test checks it).
 
 Cost accounting: the batched regeneration re-reads each swapped prefix and the
 feature pass reads it once more, so ``target_forward_tokens`` (what this miner
 fed) is larger than what a cache-sharing miner needs. ``cache_shared_forward_tokens``
 is the latter (the swapped token plus the regenerated tokens, as
-:func:`autojudge.mine_prompt` feeds them) -- the conservative count for comparing
+:func:`autojudge_walk.mine_prompt` feeds them) -- the conservative count for comparing
 labelling costs.
 """
 
@@ -25,7 +26,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from selfjudge.judge.autojudge import MinedPrompt, draft_top1
+from selfjudge.labelling.autojudge_walk import MinedPrompt
+from selfjudge.models.generation import draft_top1
 
 __all__ = ["mine_batch", "last_hidden"]
 
@@ -44,14 +46,17 @@ def last_hidden(model, sequences: Sequence[list[int]], pad_id: int = 0) -> torch
     return out.hidden_states[-1][torch.arange(n), last].to(torch.float32)
 
 
-def _greedy_batch(engine, prompts: list[list[int]], caps: list[int]) -> list[list[int]]:
+GenerateBatch = Callable[[list[list[int]], int], list[list[int]]]
+
+
+def _greedy_batch(generate: GenerateBatch, prompts: list[list[int]], caps: list[int]) -> list[list[int]]:
     """Greedy continuations (EOS kept) of each prompt, at most ``caps[j]`` new tokens each."""
     out: list[list[int]] = [[] for _ in prompts]
     todo = [j for j, c in enumerate(caps) if c > 0]
     if todo:
-        res = engine.generate([prompts[j] for j in todo], max_new_tokens=max(caps[j] for j in todo))
-        for j, r in zip(todo, res):
-            out[j] = list(r.token_ids)[: caps[j]]  # a greedy run with a smaller cap is a prefix of this one
+        res = generate([prompts[j] for j in todo], max(caps[j] for j in todo))
+        for j, ids in zip(todo, res):
+            out[j] = list(ids)[: caps[j]]  # a greedy run with a smaller cap is a prefix of this one
     return out
 
 
@@ -63,20 +68,21 @@ def mine_batch(
     max_new_tokens: int,
     eos_ids: set[int],
     *,
+    generate: GenerateBatch,
     seeds: Sequence[int],
     max_labels: int | None = None,
     label_fraction: float = 1.0,
 ) -> list[MinedPrompt]:
-    """The AutoJudge walk of :func:`autojudge.mine_prompt` for every prompt of a batch.
+    """The AutoJudge walk of :func:`autojudge_walk.mine_prompt` for every prompt of a batch.
 
     Args:
         prompt_ids: tokenised prompts (chat template applied), one list per prompt.
         same_answer: per prompt, ``same_answer(candidate_ids, reference_ids)``.
+        generate: ``generate(prompts, max_new_tokens)``: the target's greedy
+            continuations of token-id prompts (EOS kept, stopping at ``eos_ids``).
         seeds: per prompt, the seed of the label-fraction draw (as ``mine_prompt``'s ``seed``).
     Returns one :class:`MinedPrompt` per prompt; times are the batch's, split evenly.
     """
-    from selfjudge.engine import SpeculativeEngine
-
     n = len(prompt_ids)
     if not (len(same_answer) == len(seeds) == n):
         raise ValueError("prompt_ids, same_answer and seeds must have one entry per prompt")
@@ -86,9 +92,8 @@ def mine_batch(
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if any(len(p) == 0 for p in prompt_ids):
         raise ValueError("prompt_ids must not contain an empty prompt")
-    engine = SpeculativeEngine(target, None, None, policy="autoregressive", eos_token_id=sorted(eos_ids))
     t0 = time.perf_counter()
-    refs = _greedy_batch(engine, [list(p) for p in prompt_ids], [max_new_tokens] * n)
+    refs = _greedy_batch(generate, [list(p) for p in prompt_ids], [max_new_tokens] * n)
     t_ref = time.perf_counter() - t0
     results = [MinedPrompt(reference_ids=list(r), final_ids=list(r),
                            reference_forward_tokens=len(p) + max(len(r) - 1, 0))
@@ -118,7 +123,7 @@ def mine_batch(
             break
         prefixes = [list(prompt_ids[b]) + ys[b][:i] + [zs[b][i]] for b, i in picks]
         caps = [0 if zs[b][i] in eos_ids else max_new_tokens - i - 1 for b, i in picks]
-        news = _greedy_batch(engine, prefixes, caps)
+        news = _greedy_batch(generate, prefixes, caps)
         feats = last_hidden(target, prefixes)  # [len(picks), H]
         for (b, i), prefix, new, h in zip(picks, prefixes, news, feats):
             res, y, z = results[b], ys[b], zs[b]

@@ -1,0 +1,85 @@
+"""``selfjudge bench`` (= ``python bench/run_wallclock.py``): the wall-clock matrix of decoding policies.
+
+    selfjudge bench --quick                       # ~2 minutes
+    selfjudge bench --out bench/results/wallclock # a full matrix (states its duration first)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from selfjudge.cli.common import ArgumentParser, add_command
+
+_DEFAULT_OUT = Path("bench/results/wallclock")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    from selfjudge.bench.wallclock import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
+
+    ap.add_argument("--pair", default="smollm2-135m")
+    ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"])
+    ap.add_argument("--limit", type=int, default=8, help="evaluation prompts per task")
+    ap.add_argument("--max-new-tokens", type=int, default=None,
+                    help=f"new-token cap for every task (default per task: {DEFAULT_MAX_NEW})")
+    ap.add_argument("--ks", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--top-ks", type=int, nargs="+", default=[2, 5])
+    ap.add_argument("--judges", nargs="+", default=list(JUDGE_FAMILIES), choices=list(JUDGE_FAMILIES))
+    ap.add_argument("--thresholds", nargs="+", default=["F", "R"], help="named judge thresholds")
+    ap.add_argument("--sweep", nargs="*", default=SWEEP, help="extra judge thresholds for the Pareto curves")
+    ap.add_argument("--sweep-ks", type=int, nargs="*", default=None, help="K values with the sweep (default: first K)")
+    ap.add_argument("--sweep-batches", type=int, nargs="*", default=None,
+                    help="batch sizes with the sweep (default: the largest)")
+    ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
+    ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
+    ap.add_argument("--protect-digits", action="store_true",
+                    help="judges may not accept or replace digit tokens (the lossless rule decides there)")
+    ap.add_argument("--hf-baselines", action="store_true",
+                    help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
+    ap.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="results folder")
+    ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
+    ap.add_argument("--estimate-only", action="store_true", help="print the expected duration and stop")
+    ap.add_argument("--quick", action="store_true",
+                    help="GSM8K, 2 prompts, 32 new tokens, K=4, batch 1, top-2, F/R, no sweep (out: OUT-quick)")
+
+
+def spec_from_args(args: argparse.Namespace):
+    """The :class:`~selfjudge.bench.wallclock.MatrixSpec` of parsed arguments (``--quick`` applied)."""
+    from selfjudge.bench.wallclock import MatrixSpec
+
+    fields = {k: getattr(args, k) for k in (
+        "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
+        "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "hf_baselines",
+        "threads", "out", "force", "estimate_only")}
+    if args.quick:
+        fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
+        if args.out == _DEFAULT_OUT:
+            fields["out"] = Path("bench/results/wallclock-quick")
+    return MatrixSpec(**fields)
+
+
+def parse_args(argv: list[str] | None = None):
+    """Parse ``selfjudge bench`` arguments into a MatrixSpec (a bad value exits with status 2)."""
+    ap = ArgumentParser(prog="selfjudge bench", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    try:
+        return spec_from_args(ap.parse_args(argv))
+    except ValueError as err:
+        ap.error(str(err))
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "bench", "wall-clock matrix of decoding policies (tables, Pareto plots)")
+    add_arguments(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from selfjudge.bench.wallclock import run_matrix
+
+    out = run_matrix(spec_from_args(args), args.command_line)
+    if not args.estimate_only:
+        print(f"[wallclock] wrote {out}/results.json, results.md, pareto.png, speed_vs_fidelity.png")
+    return 0

@@ -1,0 +1,47 @@
+"""What every subcommand shares: its parser class, the recorded command line, the
+judge threshold argument and the one-line error report.
+
+Library modules take typed arguments and never read ``sys.argv``; the CLI is the
+only place that parses arguments, records the command that made an output
+(built once, in :func:`selfjudge.cli.main`) and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Sequence
+
+#: exceptions the library raises for a bad argument or path: reported in one line, exit status 2
+USER_ERRORS = (ValueError, OSError)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with a one-line error: ``selfjudge train: error: ... (see --help)``, exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_command(subparsers, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand parser that also accepts ``--debug`` after the subcommand's name."""
+    parser = subparsers.add_parser(name, help=help, description=help)
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the full traceback of an error")
+    return parser
+
+
+def command_line(argv: Sequence[str], prog: str = "selfjudge") -> str:
+    """The shell command that reproduces this invocation, as outputs record it."""
+    return " ".join([prog, *(shlex.quote(str(a)) for a in argv)])
+
+
+def parse_threshold(text: str | None) -> str | float | None:
+    """A judge threshold argument: a logit value, or the name of one stored in the verifier
+    file ("F", "R", "q0.90", ...); None stays None (the policy's default)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text

@@ -1,0 +1,57 @@
+"""``selfjudge demo``: target-only, standard SD and SelfJudge on GSM8K prompts, one table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from selfjudge.cli.common import add_command, parse_threshold
+
+JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "demo", "compare target-only, standard SD and SelfJudge on GSM8K prompts")
+    p.add_argument("--pair", default="smollm2-135m")
+    p.add_argument("--prompts", type=int, default=4, help="GSM8K evaluation prompts")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
+    p.add_argument("--threshold", default="R",
+                   help="verifier threshold: name (R = reject 90 %% of harmful swaps, F, ...) or logit value")
+    p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
+    p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
+    p.add_argument("--no-color", action="store_true")
+    p.set_defaults(func=run)
+
+
+def marked(pieces: list[tuple[str, bool]], color: bool) -> str:
+    """The completion with the judge-only tokens marked (green, or [[...]] without colour)."""
+    on, off = JUDGE_MARK if color else ("[[", "]]")
+    return "".join(f"{on}{piece}{off}" if judge and piece else piece for piece, judge in pieces)
+
+
+def run(args) -> int:
+    from selfjudge.bench.demo import plot_demo, run_demo
+
+    report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
+                      threshold=parse_threshold(args.threshold), verifier_path=args.verifier)
+    report["command"] = args.command_line
+    rows = report["rows"]
+    print()
+    print(f"{'policy':<14} {'tok/s':>7} {'speed-up':>8} {'m':>6} {'judge tok':>9} {'GSM8K acc':>9} {'agree':>6}")
+    for r in rows:
+        print(f"{r['policy']:<14} {r['tokens_per_s']:7.2f} {r['speedup_vs_target_only']:7.2f}x "
+              f"{r['mean_accepted_length']:6.2f} {r['judge_accepted_tokens']:9d} "
+              f"{r['accuracy']:9.2f} {r['agreement_with_target']:6.2f}")
+    sample = report["sample"]
+    how = "in [[...]]" if args.no_color else "in green"
+    any_marked = any(judge for _, judge in sample["pieces"])
+    print(f"\nSample ({sample['prompt_id']}), {sample['policy']}, {sample['judge_accepted']} tokens accepted by "
+          f"the judge only{' (' + how + ')' if any_marked else ''}:\n")
+    print(marked(sample["pieces"], color=not args.no_color))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "demo.json").write_text(json.dumps(report, indent=2))
+    plot_demo(rows, args.out / "demo.png")
+    print(f"\nwrote {args.out / 'demo.json'} and {args.out / 'demo.png'} ({report['total_s']:.0f} s in all)")
+    return 0

@@ -1,0 +1,60 @@
+"""``selfjudge generate``: speculative decoding from the command line.
+
+    selfjudge generate --policy standard -k 4 --prompt "What is 12 times 7?"
+    selfjudge generate --policy judge --verifier v.safetensors --threshold F --prompt ...
+"""
+
+from __future__ import annotations
+
+import json
+
+from selfjudge.cli.common import add_command, parse_threshold
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "generate", "generate with speculative decoding (engine)")
+    p.add_argument("--prompt", nargs="+", required=True, help="user message(s); one batch")
+    p.add_argument("--raw", action="store_true", help="prompts are already chat-formatted text")
+    p.add_argument("--pair", default="smollm2-135m")
+    p.add_argument("--policy", default="standard", choices=["autoregressive", "standard", "topk", "judge"])
+    p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
+    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--verifier", default=None, help="verifier .safetensors for --policy judge")
+    p.add_argument("--threshold", default=None, help="threshold name (F, R, ...) or logit value")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stop", nargs="*", default=None)
+    p.add_argument("--json", action="store_true", help="one JSON line per prompt")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from selfjudge.engine import SpeculativeEngine
+    from selfjudge.models import load_pair
+
+    if args.policy == "judge" and args.verifier is None:
+        raise ValueError("--verifier is required with --policy judge")
+    target, draft, tokenizer = load_pair(args.pair)
+    verifier = None
+    if args.policy == "judge":
+        from selfjudge.judge import load_verifier
+
+        verifier = load_verifier(args.verifier, expect_hidden_size=target.config.hidden_size)
+    engine = SpeculativeEngine(
+        target, draft, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
+        threshold=parse_threshold(args.threshold), top_k=args.top_k,
+    )
+    results = engine.generate(
+        args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+        stop=args.stop, chat=not args.raw,
+    )
+    for r in results:
+        if args.json:
+            print(json.dumps({"text": r.text, "token_ids": r.token_ids, "stats": r.stats.to_dict()}))
+            continue
+        s = r.stats
+        print(r.text)
+        print(f"[{s.new_tokens} tokens, {s.cycles} cycles, m={s.mean_accepted_length:.2f}, "
+              f"judge-accepted {s.judge_accepted}, {s.wall_time:.2f} s]")
+    return 0

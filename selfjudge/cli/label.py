@@ -1,0 +1,51 @@
+"""``selfjudge label``: SelfJudge labels from the target's own responses (resumable shards)."""
+
+from __future__ import annotations
+
+import json
+
+from selfjudge.cli.common import add_command
+
+DEFAULT_PAIR = "smollm2-135m"
+
+
+def register(subparsers) -> None:
+    p = add_command(subparsers, "label", "SelfJudge labels: one-pass swap scores of the target's own responses")
+    p.add_argument("--target", default=DEFAULT_PAIR, help='"smollm2-135m" (default pair) or a local model folder')
+    p.add_argument("--draft", default=None, help="local draft folder (default: the pair's draft)")
+    p.add_argument("--task", default="gsm8k")
+    p.add_argument("--split", default="train")
+    p.add_argument("--window", type=int, default=20, help="suffix window N (0 = prefix-only ablation)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--tau", type=float, help="label = score > tau")
+    g.add_argument("--tau-quantile", type=float, help="tau = this quantile of all scores of the run")
+    p.add_argument("--out", required=True, help="output directory (resumed if it exists)")
+    p.add_argument("--limit", type=int, default=None, help="number of prompts")
+    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call and per shard")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
+    p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
+    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from selfjudge.labelling.pipeline import label
+
+    summary = label(
+        args.target,
+        args.draft,
+        args.task,
+        out=args.out,
+        window=args.window,
+        tau=args.tau,
+        tau_quantile=args.tau_quantile,
+        limit=args.limit,
+        split=args.split,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_tokens_per_forward=args.max_tokens_per_forward,
+        backend=args.backend,
+        command=args.command_line,
+    )
+    print(json.dumps(summary, indent=2))
+    return 0
