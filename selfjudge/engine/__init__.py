@@ -2,11 +2,13 @@
 
 ``SpeculativeEngine(target, draft, tokenizer, num_draft_tokens=K, policy=...)``
 with policies ``autoregressive``, ``standard``, ``topk`` and ``judge``; see
-:mod:`selfjudge.engine.engine` for the cycle and :mod:`selfjudge.engine.cache`
-for the batched KV-cache handling (design note: ``csrc_docs/engine.md``).
+:mod:`selfjudge.engine.engine` for the cycle's steps, :mod:`selfjudge.engine.drafter`
+for the propose seam and :mod:`selfjudge.engine.cache` for the batched KV-cache
+handling (design note: ``csrc_docs/engine.md``).
 """
 
-from selfjudge.engine.engine import GenerationResult, SpeculativeEngine, frequent_token_ids
+from selfjudge.engine.drafter import ModelDrafter, frequent_token_ids
+from selfjudge.engine.engine import GenerationResult, SpeculativeEngine
 from selfjudge.engine.policies import (
     POLICY_NAMES,
     AutoregressivePolicy,
@@ -22,6 +24,7 @@ from selfjudge.engine.stats import GenerationStats, aggregate_stats
 __all__ = [
     "SpeculativeEngine",
     "GenerationResult",
+    "ModelDrafter",
     "frequent_token_ids",
     "GenerationStats",
     "aggregate_stats",

@@ -131,6 +131,14 @@ class RaggedCache:
             return 0
         return self.length - int(self.valid.sum(1).max())
 
+    def maybe_compact(self, min_columns: int) -> int:
+        """:meth:`compact` when at least ``min_columns`` columns and a quarter of the cache can be
+        freed, so its O(B·L) gather is amortised over many cycles (costs a host sync)."""
+        free = self.reclaimable()
+        if free >= min_columns and 4 * free >= self.length:
+            return self.compact()
+        return 0
+
     def compact(self) -> int:
         """Move every row's valid columns to the right end, drop all-invalid columns.
 

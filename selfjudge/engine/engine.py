@@ -1,28 +1,26 @@
 """SpeculativeEngine: a thin batched speculative-decoding loop over Hugging Face causal LMs.
 
-One cycle, for all active rows at once:
+The loop is five named steps over the rows still running:
 
-1. the draft proposes up to K tokens autoregressively with its own KV cache
-   (argmax at temperature 0; otherwise a draw from softmax(logits / T) with the
-   run's seeded generator, keeping those probabilities ``[B, K, V]``);
-2. the target runs one forward over ``[last emitted token, d_1..d_K]`` and returns
-   K+1 logits and, for judge policies, its final-norm hidden states at the input
-   positions of d_1..d_K (the state after reading d_i; in transformers 5.x
-   ``hidden_states[-1]`` of Llama is taken after the final norm);
-3. one :func:`selfjudge.verify` call decides how many drafts to keep and emits one
-   recovered or bonus token;
-4. both caches are rolled back to what was kept (:mod:`selfjudge.engine.cache`).
+1. **prefill** (once): both caches read the left-padded prompts;
+2. **propose**: the drafter (:mod:`selfjudge.engine.drafter`, the seam other
+   drafters plug into) proposes up to K tokens per row (argmax at temperature 0;
+   otherwise draws from softmax(logits / T) with the run's seeded generator, whose
+   probabilities ``[B, K, V]`` go to the verify op);
+3. **score**: the target runs one forward over ``[last emitted token, d_1..d_K]``
+   and returns K+1 logits and, for judge policies, its final-norm hidden states at
+   the input positions of d_1..d_K (the state after reading d_i; in transformers
+   5.x ``hidden_states[-1]`` of Llama is taken after the final norm);
+4. **accept and roll back**: one :func:`selfjudge.verify` call decides how many
+   drafts to keep and emits one recovered or bonus token; the one host sync of the
+   cycle brings the emitted ids home; both caches keep ``num_accepted + 1`` of the
+   K+1 columns the cycle appended (:mod:`selfjudge.engine.cache`);
+5. **retire**: emitted tokens are appended per request, cut at EOS / a stop string
+   / the length limit; finished rows leave the batch and the caches.
 
-Cache invariants (per row, sequence y_1..y_m = prompt + emitted tokens):
-the target cache holds y_1..y_{m-1} and y_m is fed next; the draft cache holds
-y_1..y_{m-2} and the pair (y_{m-1}, y_m) is fed next. Keeping the draft one token
-further behind makes the all-accepted (bonus) case free: the draft never read d_K,
-and the next cycle's first draft forward reads (d_K, bonus) together. Both caches
-then keep exactly ``num_accepted + 1`` of the K+1 columns the cycle appended.
-
-Rows that finish (EOS, a stop string, the length limit) are removed from the
-batch and the caches. The loop synchronises with the host once per cycle (the
-accepted counts and emitted ids, needed to roll back and to detect termination).
+Cache invariant of the target (per row, y_1..y_m = prompt + emitted tokens): the
+cache holds y_1..y_{m-1} and y_m is fed next (the drafter's is in its module).
+Per-cycle counters are recorded by :class:`~selfjudge.engine.stats.GenerationStats`.
 """
 
 from __future__ import annotations
@@ -33,8 +31,10 @@ from dataclasses import dataclass, field
 import torch
 
 from selfjudge.engine.cache import RaggedCache
+from selfjudge.engine.drafter import ModelDrafter, choose, frequent_token_ids, vocab_size  # noqa: F401 (re-export)
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.stats import GenerationStats
+from selfjudge.models.generation import eos_token_ids
 
 __all__ = ["SpeculativeEngine", "GenerationResult", "frequent_token_ids"]
 
@@ -123,44 +123,25 @@ class SpeculativeEngine:
             raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
         if self.policy.uses_draft and draft is None:
             raise ValueError(f"policy {self.policy.name!r} needs a draft model")
-        if draft is not None:
-            tv, dv = _vocab_size(target), _vocab_size(draft)
-            if tv != dv:
-                raise ValueError(f"draft vocabulary ({dv}) must equal the target's ({tv})")
+        if draft is not None and vocab_size(target) != vocab_size(draft):
+            raise ValueError(f"draft vocabulary ({vocab_size(draft)}) must equal the target's ({vocab_size(target)})")
+        if draft_vocab is not None and draft is None:
+            raise ValueError("draft_vocab needs a draft model")
         self.target = target.eval()
         self.draft = draft.eval() if draft is not None else None
         self.tokenizer = tokenizer
         self.K = int(num_draft_tokens)
         self.verify_backend = verify_backend
         self.compact_min_columns = int(compact_min_columns)
-        self.eos_token_ids = _eos_ids(eos_token_id, target, tokenizer)
+        self.eos_token_ids = eos_token_ids(target, tokenizer, eos_token_id)
         self.device = next(target.parameters()).device
         self.last_batch_stats = GenerationStats()
-        self.draft_vocab = None
-        self._draft_head = None
-        if draft_vocab is not None:
-            if draft is None:
-                raise ValueError("draft_vocab needs a draft model")
-            ids = torch.as_tensor(draft_vocab, dtype=torch.long).flatten().unique()
-            V = _vocab_size(draft)
-            if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= V:
-                raise ValueError(f"draft_vocab must be non-empty token ids in [0, {V})")
-            head = draft.get_output_embeddings()
-            if hasattr(head, "vocab_ids"):
-                raise ValueError("draft_vocab: this draft's LM head is already restricted to a sub-vocabulary")
-            self.draft_vocab = ids.to(self.device)  # [Vd]
-            self._draft_head = (
-                head.weight.detach()[self.draft_vocab].contiguous(),  # [Vd, H]
-                None if getattr(head, "bias", None) is None else head.bias.detach()[self.draft_vocab],
-            )
-            self._vocab = V
-        elif draft is not None and hasattr(draft.get_output_embeddings(), "vocab_ids"):
-            # a draft whose head is already restricted (selfjudge.models SubVocabHead): use
-            # its sub-vocabulary logits directly instead of the min-filled [B, V] logits
-            head = draft.get_output_embeddings()
-            self.draft_vocab = head.vocab_ids.to(self.device)  # [Vs]
-            self._draft_head = (head.weight.detach(), None)  # [Vs, H]
-            self._vocab = _vocab_size(draft)
+        self.drafter = ModelDrafter(draft, self.device, draft_vocab) if draft is not None else None
+
+    @property
+    def draft_vocab(self) -> torch.Tensor | None:
+        """``[Vd]`` token ids the draft may propose (None: the full vocabulary)."""
+        return self.drafter.vocab_ids if self.drafter is not None else None
 
     # ------------------------------------------------------------------ inputs
     def _encode(self, prompts, chat: bool) -> list[list[int]]:
@@ -224,210 +205,139 @@ class SpeculativeEngine:
         if stops and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
         ids = self._encode(prompts, chat)
-        gen = torch.Generator(device=self.device)
+        generator = torch.Generator(device=self.device)
         if seed is not None:
-            gen.manual_seed(int(seed))
+            generator.manual_seed(int(seed))
         else:
-            gen.seed()
-        return self._run(ids, int(max_new_tokens), float(temperature), gen, stops)
+            generator.seed()
+        run = _Run(int(max_new_tokens), float(temperature), generator, stops)
+        batch = self._prefill(ids)
+        while batch.rows:
+            cycle = self._cycle(batch, run)
+            self._retire(batch, cycle, run)
+        return batch.finish(self)
 
-    # ------------------------------------------------------------------ loop
-    def _choose(self, logits: torch.Tensor, temperature: float, gen) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Next token from logits [B, V]: argmax, or a draw at T (returns probs [B, V] too)."""
-        if temperature <= 0:
-            return logits.argmax(-1), None
-        probs = torch.softmax(logits.float() / temperature, dim=-1)
-        return torch.multinomial(probs, 1, generator=gen).squeeze(1), probs
-
-    def _draft_choose(self, out, temperature: float, gen):
-        """Draft token [B] (and probs [B, V] when sampling) from a draft forward's output."""
-        if self.draft_vocab is None:
-            return self._choose(out.logits[:, -1], temperature, gen)
-        w, b = self._draft_head
-        logits = torch.nn.functional.linear(out.last_hidden_state[:, -1], w, b)  # [B, Vd]
-        sub, probs = self._choose(logits, temperature, gen)
-        tok = self.draft_vocab[sub]
-        if probs is not None:  # scatter the subset distribution back to the full vocabulary
-            full = probs.new_zeros(probs.shape[0], self._vocab)
-            probs = full.index_copy_(1, self.draft_vocab, probs)
-        return tok, probs
-
-    def _run(self, prompts: list[list[int]], max_new: int, temperature: float, gen, stops) -> list[GenerationResult]:
-        from selfjudge.kernels import verify
-
-        dev = self.device
-        policy = self.policy
-        use_draft = policy.uses_draft
+    # ------------------------------------------------------------------ steps
+    def _prefill(self, prompts: list[list[int]]) -> "_Batch":
+        """Step 1: left-pad the prompts; the target reads all but the last token, the drafter its part."""
+        timer = _Timer(self.device)
         B = len(prompts)
         P = max(2, max(len(p) for p in prompts))
-        inp = torch.zeros(B, P, dtype=torch.long, device=dev)  # [B, P] left padded
-        valid = torch.zeros(B, P, dtype=torch.bool, device=dev)  # [B, P]
+        ids = torch.zeros(B, P, dtype=torch.long, device=self.device)  # [B, P] left padded
+        valid = torch.zeros(B, P, dtype=torch.bool, device=self.device)  # [B, P]
         for b, p in enumerate(prompts):
-            inp[b, P - len(p) :] = torch.tensor(p, dtype=torch.long)
-            valid[b, P - len(p) :] = True
-
-        stats = [GenerationStats() for _ in range(B)]
-        batch = GenerationStats()
-        outputs: list[list[int]] = [[] for _ in range(B)]
-        sources: list[list[str]] = [[] for _ in range(B)]  # token_sources of each request
-        done: list[GenerationResult | None] = [None] * B
-        rows = list(range(B))  # batch row -> request index
-
-        timer = _Timer(dev)
-        tcache = RaggedCache(self.target, B, dev)
-        tcache.feed(inp[:, : P - 1], valid[:, : P - 1])
-        pend_t = inp[:, P - 1 :]  # [B, 1] next target input
-        for s in stats:
+            ids[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
+            valid[b, P - len(p):] = True
+        batch = _Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
+        batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1])
+        draft_forwards = self.drafter.prefill(ids, valid) if self.policy.uses_draft else 0
+        seconds = timer.lap()
+        batch.totals.add_times(prefill=seconds)
+        for s in batch.stats:
             s.target_forwards += 1
-        if use_draft:
-            dcache = RaggedCache(self.draft, B, dev, decoder_only=self.draft_vocab is not None)
-            if P > 2:
-                dcache.feed(inp[:, : P - 2], valid[:, : P - 2])
-                for s in stats:
-                    s.draft_forwards += 1
-            pend_d, pend_d_valid = inp[:, P - 2 :], valid[:, P - 2 :]  # [B, 2]
-        dt = timer.lap()
-        batch.time_prefill += dt
-        for s in stats:
-            s.time_prefill += dt
+            s.draft_forwards += draft_forwards
+            s.add_times(prefill=seconds)
+        return batch
 
-        while rows:
-            nb = len(rows)
-            active = list(rows)
-            remaining = [max_new - len(outputs[r]) for r in rows]
-            n_draft = [min(self.K, rem - 1) for rem in remaining] if use_draft else [0] * nb
-            k = max(n_draft)
-            t_draft = t_target = t_verify = 0.0
-            if k == 0:
-                # target-only step (autoregressive policy, or every row needs exactly one token)
-                out = tcache.feed(pend_t)
-                tok, _ = self._choose(out.logits[:, -1], temperature, gen)  # [nb]
-                t_target = timer.lap()
-                emitted = tok.tolist()
-                emit = [[t] for t in emitted]
-                emit_src = [["target"]] * nb
-                acc = [0] * nb
-                n_align = n_judge = [0] * nb
-                pend_t = tok[:, None]
-                nd_fwd = 0
-            else:
-                # 1. draft proposes k tokens
-                drafts, dprobs = [], []
-                x, xv = pend_d, pend_d_valid
-                for i in range(k):
-                    out = dcache.feed(x, xv)
-                    tok, probs = self._draft_choose(out, temperature, gen)
-                    drafts.append(tok)
-                    if probs is not None:
-                        dprobs.append(probs)
-                    x, xv = tok[:, None], None
-                draft_ids = torch.stack(drafts, 1)  # [nb, k]
-                draft_probs = torch.stack(dprobs, 1) if dprobs else None  # [nb, k, V]
-                nd_fwd = k
-                t_draft = timer.lap()
-                # 2. one target forward over [last token, d_1..d_k]
-                tin = torch.cat([pend_t, draft_ids], 1)  # [nb, k+1]
-                out = tcache.feed(tin, logits_to_keep=k + 1, output_hidden_states=policy.needs_hidden)
-                logits = out.logits  # [nb, k+1, V]
-                hidden = out.hidden_states[-1][:, 1:] if policy.needs_hidden else None  # [nb, k, H]
-                t_target = timer.lap()
-                # 3. verify
-                num = None
-                if min(n_draft) < k:
-                    num = torch.tensor(n_draft, dtype=torch.long, device=dev)
-                extra = policy.verify_kwargs(logits, draft_ids, hidden)
-                v = verify(
-                    draft_ids,
-                    num,
-                    logits,
-                    draft_probs,
-                    temperature=temperature,
-                    generator=gen,
-                    backend=self.verify_backend,
-                    **extra,
-                )
-                # the one host sync of the cycle
-                host = torch.cat(
-                    [v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1
-                ).tolist()  # [nb, (k+1) + 1 + k]
-                t_verify = timer.lap()
-                acc = [h[k + 1] for h in host]
-                emit = [h[: a + 1] for h, a in zip(host, acc)]
-                # a kept draft the lossless rule did not accept was kept by the relaxed rule alone
-                emit_src = [["draft" if h[k + 2 + i] else "judge" for i in range(a)] + ["target"]
-                            for h, a in zip(host, acc)]
-                n_align = [src.count("draft") for src in emit_src]
-                n_judge = [a - n for a, n in zip(acc, n_align)]
-                # 4. roll both caches back to the kept tokens
-                keep = v.num_accepted + 1  # [nb]
-                keep_max = max(acc) + 1
-                tcache.rollback(keep, k + 1, keep_max)
-                dcache.rollback(keep, k + 1, keep_max)
-                last = v.output_token_ids.gather(1, v.num_accepted[:, None])  # [nb, 1]
-                prev = tin.gather(1, v.num_accepted[:, None])  # [nb, 1] d_a, or the old last token
-                pend_t = last
-                pend_d, pend_d_valid = torch.cat([prev, last], 1), None
+    def _cycle(self, batch: "_Batch", run: "_Run") -> "_Cycle":
+        """Steps 2-4 for every running row, or one target-only step when no row drafts."""
+        remaining = [run.max_new_tokens - len(batch.outputs[r]) for r in batch.rows]
+        if not self.policy.uses_draft:
+            num_draft = [0] * len(remaining)
+        else:  # a cycle emits at most drafts + 1 tokens: max_new_tokens is never exceeded
+            num_draft = [min(self.K, rem - 1) for rem in remaining]
+        if max(num_draft) == 0:
+            return self._target_step(batch, run)
+        cycle = _Cycle(num_draft)
+        draft_ids, draft_probs = self._propose(batch, cycle, run)
+        logits, hidden, fed = self._score(batch, cycle, draft_ids)
+        self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden, fed)
+        return cycle
 
-            # 5. emit, detect the end of each row
-            finished = []
-            for j, r in enumerate(rows):
-                s = stats[r]
-                s.cycles += 1
-                s.steps += 1
-                s.target_forwards += 1
-                s.draft_forwards += nd_fwd
-                s.draft_tokens += n_draft[j]
-                s.accepted_tokens += acc[j]
-                s.align_accepted += n_align[j]
-                s.judge_accepted += n_judge[j]
-                reason = self._append(outputs[r], emit[j], max_new, stops)
-                sources[r] = (sources[r] + emit_src[j])[: len(outputs[r])]
-                if reason:
-                    s.finish_reason = reason
-                    finished.append(j)
-            batch.steps += 1
-            batch.cycles += nb
-            batch.target_forwards += 1
-            batch.draft_forwards += nd_fwd
-            if finished:
-                for j in finished:
-                    r = rows[j]
-                    done[r] = GenerationResult(outputs[r], self._decode(outputs[r]), stats[r], sources[r])
-                keep_rows = [j for j in range(nb) if j not in set(finished)]
-                rows = [rows[j] for j in keep_rows]
-                if rows:
-                    idx = torch.tensor(keep_rows, dtype=torch.long, device=dev)
-                    tcache.select(idx)
-                    pend_t = pend_t[idx]
-                    if use_draft:
-                        dcache.select(idx)
-                        pend_d = pend_d[idx]
-                        pend_d_valid = pend_d_valid[idx] if pend_d_valid is not None else None
-            # checking costs a host sync: only after rows left or every 16 cycles
-            if rows and nb > 1 and (finished or batch.cycles % 16 == 0):
-                self._maybe_compact(tcache)
-                if use_draft:
-                    self._maybe_compact(dcache)
-            t_other = timer.lap()
-            for r in active:
-                s = stats[r]
-                s.time_draft += t_draft
-                s.time_target += t_target
-                s.time_verify += t_verify
-                s.time_other += t_other
-            batch.time_draft += t_draft
-            batch.time_target += t_target
-            batch.time_verify += t_verify
-            batch.time_other += t_other
-        batch.new_tokens = sum(len(o) for o in outputs)
-        batch.accepted_tokens = sum(s.accepted_tokens for s in stats)
-        batch.draft_tokens = sum(s.draft_tokens for s in stats)
-        batch.align_accepted = sum(s.align_accepted for s in stats)
-        batch.judge_accepted = sum(s.judge_accepted for s in stats)
-        for r, s in enumerate(stats):
-            s.new_tokens = len(outputs[r])
-        self.last_batch_stats = batch
-        return done  # type: ignore[return-value]
+    def _target_step(self, batch: "_Batch", run: "_Run") -> "_Cycle":
+        """One plain target step (autoregressive policy, or every row needs exactly one token)."""
+        cycle = _Cycle([0] * len(batch.rows))
+        out = batch.target_cache.feed(batch.target_next)
+        token, _ = choose(out.logits[:, -1], run.temperature, run.generator)  # [B]
+        cycle.seconds["target"] = batch.timer.lap()
+        cycle.emitted = [[t] for t in token.tolist()]
+        cycle.sources = [["target"] for _ in batch.rows]
+        batch.target_next = token[:, None]
+        return cycle
+
+    def _propose(self, batch: "_Batch", cycle: "_Cycle", run: "_Run"):
+        """Step 2: the drafter proposes k = max(num_draft) tokens per row (the seam for other drafters)."""
+        draft_ids, draft_probs = self.drafter.propose(cycle.k, run.temperature, run.generator)  # [B, k], [B, k, V]
+        cycle.draft_forwards = cycle.k
+        cycle.seconds["draft"] = batch.timer.lap()
+        return draft_ids, draft_probs
+
+    def _score(self, batch: "_Batch", cycle: "_Cycle", draft_ids: torch.Tensor):
+        """Step 3: one target forward over [last token, d_1..d_k]: logits [B, k+1, V], hidden [B, k, H] or None."""
+        fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k+1]
+        needs_hidden = self.policy.needs_hidden
+        out = batch.target_cache.feed(fed, logits_to_keep=cycle.k + 1, output_hidden_states=needs_hidden)
+        hidden = out.hidden_states[-1][:, 1:] if needs_hidden else None
+        cycle.seconds["target"] = batch.timer.lap()
+        return out.logits, hidden, fed
+
+    def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden, fed) -> None:
+        """Step 4: verify, bring the emitted ids home (the cycle's one host sync), roll both caches back."""
+        from selfjudge.kernels import verify
+
+        k = cycle.k
+        num = None
+        if min(cycle.num_draft) < k:
+            num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
+        v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
+                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, hidden))
+        host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
+        cycle.seconds["verify"] = batch.timer.lap()
+        accepted = [h[k + 1] for h in host]
+        cycle.emitted = [h[: a + 1] for h, a in zip(host, accepted)]
+        # a kept draft the lossless rule did not accept was kept by the relaxed rule alone
+        cycle.sources = [["draft" if h[k + 2 + i] else "judge" for i in range(a)] + ["target"]
+                         for h, a in zip(host, accepted)]
+        keep_max = max(accepted) + 1
+        batch.target_cache.rollback(v.num_accepted + 1, k + 1, keep_max)
+        emitted = v.output_token_ids.gather(1, v.num_accepted[:, None])  # [B, 1]
+        self.drafter.rollback(v.num_accepted, keep_max, emitted)
+        batch.target_next = emitted
+
+    def _retire(self, batch: "_Batch", cycle: "_Cycle", run: "_Run") -> None:
+        """Step 5: record the cycle, append the emitted tokens, drop the rows that finished."""
+        active = list(batch.rows)
+        finished = []
+        for j, r in enumerate(batch.rows):
+            batch.stats[r].record_cycle(cycle.num_draft[j], cycle.sources[j], cycle.draft_forwards)
+            reason = self._append(batch.outputs[r], cycle.emitted[j], run.max_new_tokens, run.stops)
+            batch.sources[r] = (batch.sources[r] + cycle.sources[j])[: len(batch.outputs[r])]
+            if reason:
+                batch.stats[r].finish_reason = reason
+                finished.append(j)
+        batch.totals.record_batched_cycle(len(active), cycle.draft_forwards)
+        if finished:
+            for j in finished:
+                r = batch.rows[j]
+                batch.done[r] = GenerationResult(batch.outputs[r], self._decode(batch.outputs[r]), batch.stats[r],
+                                                 batch.sources[r])
+            keep = [j for j in range(len(active)) if j not in set(finished)]
+            batch.rows = [batch.rows[j] for j in keep]
+            if batch.rows:
+                rows = torch.tensor(keep, dtype=torch.long, device=self.device)
+                batch.target_cache.select(rows)
+                batch.target_next = batch.target_next[rows]
+                if self.policy.uses_draft:
+                    self.drafter.select(rows)
+        # checking costs a host sync: only after rows left or every 16 cycles
+        if batch.rows and len(active) > 1 and (finished or batch.totals.cycles % 16 == 0):
+            batch.target_cache.maybe_compact(self.compact_min_columns)
+            if self.policy.uses_draft:
+                self.drafter.maybe_compact(self.compact_min_columns)
+        seconds = dict(cycle.seconds, other=batch.timer.lap())
+        for r in active:
+            batch.stats[r].add_times(**seconds)
+        batch.totals.add_times(**seconds)
 
     def _append(self, out: list[int], new: list[int], max_new: int, stops: list[str]) -> str:
         """Append emitted tokens to one row, cut at EOS / a stop string / the limit.
@@ -455,46 +365,54 @@ class SpeculativeEngine:
                         return "stop"
         return reason
 
-    def _maybe_compact(self, cache: RaggedCache) -> None:
-        free = cache.reclaimable()
-        if free >= self.compact_min_columns and 4 * free >= cache.length:
-            cache.compact()
+
+@dataclass
+class _Run:
+    """The settings of one ``generate`` call."""
+
+    max_new_tokens: int
+    temperature: float
+    generator: torch.Generator
+    stops: list[str]
 
 
-def _vocab_size(model) -> int:
-    """Output vocabulary size (config first: a restricted head has fewer weight rows)."""
-    v = getattr(model.config, "vocab_size", None)
-    return int(v) if v is not None else int(model.get_output_embeddings().weight.shape[0])
+class _Batch:
+    """The running state of one ``generate`` call: per-request outputs and counters on the
+    host, the target's cache and next input on the device (the drafter holds its own)."""
+
+    def __init__(self, num_requests: int, target_cache: RaggedCache, target_next: torch.Tensor, timer: "_Timer"):
+        self.rows = list(range(num_requests))  # batch row -> request index
+        self.outputs: list[list[int]] = [[] for _ in range(num_requests)]
+        self.sources: list[list[str]] = [[] for _ in range(num_requests)]  # token_sources of each request
+        self.stats = [GenerationStats() for _ in range(num_requests)]
+        self.done: list[GenerationResult | None] = [None] * num_requests
+        self.totals = GenerationStats()  # the batch's (the engine's last_batch_stats)
+        self.target_cache = target_cache
+        self.target_next = target_next  # [B, 1] the token the target reads next
+        self.timer = timer
+
+    def finish(self, engine: SpeculativeEngine) -> list[GenerationResult]:
+        """Fill the totals, publish them as ``engine.last_batch_stats``, return the results in request order."""
+        totals = self.totals
+        totals.new_tokens = sum(len(o) for o in self.outputs)
+        for name in ("accepted_tokens", "draft_tokens", "align_accepted", "judge_accepted"):
+            setattr(totals, name, sum(getattr(s, name) for s in self.stats))
+        for output, s in zip(self.outputs, self.stats):
+            s.new_tokens = len(output)
+        engine.last_batch_stats = totals
+        return self.done  # type: ignore[return-value]
 
 
-def _eos_ids(eos_token_id, target, tokenizer) -> set[int]:
-    if eos_token_id is None:
-        gc = getattr(target, "generation_config", None)
-        eos_token_id = getattr(gc, "eos_token_id", None) if gc is not None else None
-        if eos_token_id is None and tokenizer is not None:
-            eos_token_id = tokenizer.eos_token_id
-    if eos_token_id is None:
-        return set()
-    if isinstance(eos_token_id, int):
-        return {eos_token_id}
-    return {int(t) for t in eos_token_id}
+@dataclass
+class _Cycle:
+    """What one cycle did, per running row (host lists)."""
 
+    num_draft: list[int]  # drafts proposed to the verify op
+    emitted: list[list[int]] = field(default_factory=list)  # kept drafts + the target's token
+    sources: list[list[str]] = field(default_factory=list)  # "draft" / "judge" / "target" per emitted token
+    draft_forwards: int = 0
+    seconds: dict = field(default_factory=dict)  # draft / target / verify wall seconds
 
-def frequent_token_ids(tokenizer, texts, n: int, always=None) -> torch.Tensor:
-    """The ``n`` most frequent token ids of ``texts`` (plus ``always`` and the special tokens).
-
-    For ``SpeculativeEngine(draft_vocab=...)``: compute it on text like the outputs
-    to be generated (e.g. a task's training references), never on the evaluation set.
-    Returns a sorted ``[<= n + extras]`` int64 tensor.
-    """
-    from collections import Counter
-
-    if int(n) < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    counts: Counter = Counter()
-    for t in texts:
-        counts.update(tokenizer(t, add_special_tokens=False)["input_ids"])
-    ids = {i for i, _ in counts.most_common(int(n))}
-    ids.update(int(i) for i in (getattr(tokenizer, "all_special_ids", None) or []))
-    ids.update(int(i) for i in (always or []))
-    return torch.tensor(sorted(ids), dtype=torch.long)
+    @property
+    def k(self) -> int:
+        return max(self.num_draft)

@@ -6,9 +6,6 @@ from dataclasses import asdict, dataclass, fields
 
 __all__ = ["GenerationStats", "aggregate_stats"]
 
-_TIME_FIELDS = ("time_prefill", "time_draft", "time_target", "time_verify", "time_other")
-
-
 @dataclass
 class GenerationStats:
     """Counters of one request (or, summed, of many).
@@ -79,6 +76,35 @@ class GenerationStats:
     @property
     def wall_time(self) -> float:
         return self.time_prefill + self.cycle_time
+
+    def record_cycle(self, num_drafted: int, sources: list[str], draft_forwards: int) -> None:
+        """Count one verification cycle of one request: ``num_drafted`` drafts proposed,
+        ``sources`` the source of each token the verify op emitted ("draft" / "judge" for
+        kept drafts, then "target"), before any truncation at EOS / stop / length."""
+        self.cycles += 1
+        self.steps += 1
+        self.target_forwards += 1
+        self.draft_forwards += draft_forwards
+        self.draft_tokens += num_drafted
+        self.accepted_tokens += len(sources) - 1
+        self.align_accepted += sources.count("draft")
+        self.judge_accepted += sources.count("judge")
+
+    def record_batched_cycle(self, num_rows: int, draft_forwards: int) -> None:
+        """Count one batched cycle (one target forward) that ``num_rows`` requests took part in."""
+        self.steps += 1
+        self.cycles += num_rows
+        self.target_forwards += 1
+        self.draft_forwards += draft_forwards
+
+    def add_times(self, *, prefill: float = 0.0, draft: float = 0.0, target: float = 0.0, verify: float = 0.0,
+                  other: float = 0.0) -> None:
+        """Add wall seconds per phase."""
+        self.time_prefill += prefill
+        self.time_draft += draft
+        self.time_target += target
+        self.time_verify += verify
+        self.time_other += other
 
     def add(self, other: "GenerationStats") -> None:
         """Accumulate ``other`` into ``self`` (counters and times)."""
