@@ -24,20 +24,10 @@ import os
 
 import torch
 
+from .checks import check_device, check_shape, check_tensor, use_triton
 from .scorer_torch import token_logprobs_torch
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_BACKENDS = ("auto", "torch", "triton")
-
-
-def _is_int(t: torch.Tensor) -> bool:
-    return not t.dtype.is_floating_point and not t.dtype.is_complex and t.dtype != torch.bool
-
-
-def _triton_usable(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return True
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 def token_logprobs(
@@ -78,41 +68,25 @@ def token_logprobs(
     >>> torch.allclose(lp, torch.log_softmax(h @ W.T, -1)[torch.arange(5), [0, 3, 10, 2, 2]], atol=1e-5)
     True
     """
-    if not isinstance(hidden, torch.Tensor) or hidden.dim() != 2:
-        raise ValueError(f"hidden must be a 2-D tensor [R, H], got {getattr(hidden, 'shape', type(hidden))}")
-    if hidden.dtype not in _FLOAT_DTYPES:
-        raise ValueError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
+    check_tensor("hidden", hidden, 2, dtypes=_FLOAT_DTYPES)
     R, H = hidden.shape
     if H == 0:
         raise ValueError("hidden must have H >= 1 columns")
-    if not isinstance(lm_head_weight, torch.Tensor) or lm_head_weight.dim() != 2:
-        raise ValueError(
-            f"lm_head_weight must be a 2-D tensor [V, H], got {getattr(lm_head_weight, 'shape', type(lm_head_weight))}"
-        )
+    device = hidden.device
+    check_tensor("lm_head_weight", lm_head_weight, 2, dtypes=(hidden.dtype,))
     V = lm_head_weight.shape[0]
     if lm_head_weight.shape[1] != H:
         raise ValueError(f"lm_head_weight must have H={H} columns to match hidden, got shape {tuple(lm_head_weight.shape)}")
     if V == 0:
         raise ValueError("lm_head_weight must have V >= 1 rows")
-    if lm_head_weight.dtype != hidden.dtype:
-        raise ValueError(f"lm_head_weight dtype {lm_head_weight.dtype} must equal hidden dtype {hidden.dtype}")
-    if lm_head_weight.device != hidden.device:
-        raise ValueError(f"lm_head_weight is on {lm_head_weight.device} but hidden is on {hidden.device}")
-    if not isinstance(next_ids, torch.Tensor) or next_ids.dim() != 1 or next_ids.shape[0] != R:
-        raise ValueError(f"next_ids must be a 1-D tensor [R={R}], got {getattr(next_ids, 'shape', type(next_ids))}")
-    if not _is_int(next_ids):
-        raise ValueError(f"next_ids must be an integer tensor, got {next_ids.dtype}")
-    if next_ids.device != hidden.device:
-        raise ValueError(f"next_ids is on {next_ids.device} but hidden is on {hidden.device}")
+    check_device("lm_head_weight", lm_head_weight, device, "hidden")
+    check_tensor("next_ids", next_ids, 1, integer=True)
+    check_shape("next_ids", next_ids, (R,), " (one per hidden row)")
+    check_device("next_ids", next_ids, device, "hidden")
     if segment_ids is not None:
-        if not isinstance(segment_ids, torch.Tensor) or segment_ids.dim() != 1 or segment_ids.shape[0] != R:
-            raise ValueError(
-                f"segment_ids must be None or a 1-D tensor [R={R}], got {getattr(segment_ids, 'shape', type(segment_ids))}"
-            )
-        if not _is_int(segment_ids):
-            raise ValueError(f"segment_ids must be an integer tensor, got {segment_ids.dtype}")
-        if segment_ids.device != hidden.device:
-            raise ValueError(f"segment_ids is on {segment_ids.device} but hidden is on {hidden.device}")
+        check_tensor("segment_ids", segment_ids, 1, integer=True)
+        check_shape("segment_ids", segment_ids, (R,), " (one per hidden row)")
+        check_device("segment_ids", segment_ids, device, "hidden")
     if num_segments is not None:
         if isinstance(num_segments, bool) or not isinstance(num_segments, int) or num_segments < 0:
             raise ValueError(f"num_segments must be a non-negative int or None, got {num_segments!r}")
@@ -121,11 +95,10 @@ def token_logprobs(
     else:
         num_segments = int(segment_ids.max().item()) + 1 if R > 0 else 0  # host sync, documented
         num_segments = max(num_segments, 0)
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    triton = use_triton(backend, device)  # validates backend before any work
 
     if check_values is None:
-        check_values = hidden.device.type == "cpu" or os.environ.get("SELFJUDGE_CHECK_VALUES", "0") == "1"
+        check_values = device.type == "cpu" or os.environ.get("SELFJUDGE_CHECK_VALUES", "0") == "1"
     if check_values and R > 0:
         lo, hi = int(next_ids.min()), int(next_ids.max())
         if lo < 0 or hi >= V:
@@ -135,11 +108,7 @@ def token_logprobs(
             if lo < -1 or hi >= num_segments:
                 raise ValueError(f"segment_ids must lie in [-1, num_segments={num_segments}), got values in [{lo}, {hi}]")
 
-    if backend == "auto":
-        backend = "triton" if hidden.device.type == "cuda" else "torch"
-    if backend == "triton":
-        if not _triton_usable(hidden.device):
-            raise ValueError("backend='triton' needs a CUDA tensor or TRITON_INTERPRET=1 set before importing triton")
+    if triton:
         from .scorer_triton import token_logprobs_triton
 
         return token_logprobs_triton(hidden, lm_head_weight, next_ids, segment_ids, num_segments)

@@ -13,17 +13,15 @@ Semantics: see ``csrc_docs/verify.md`` and the twin's module docstring.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
 
+from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_torch import native_verify
 
 __all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise"]
 
-_BACKENDS = ("auto", "torch", "triton")
-_TINY = torch.finfo(torch.float32).tiny
 _MASK63 = (1 << 63) - 1
 
 
@@ -78,36 +76,15 @@ def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator
     return u, e
 
 
-def _check_tensor(name, t, ndim, *, floating=None, integer=None, boolean=None):
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
-    if floating and not t.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor, got {t.dtype}")
-    if integer and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool):
-        raise ValueError(f"{name} must be an integer tensor, got {t.dtype}")
-    if boolean and t.dtype != torch.bool:
-        raise ValueError(f"{name} must be a bool tensor, got {t.dtype}")
+def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
+             relaxed_accept, judge_blocked, tok_shape, B):
+    """Validate and normalise the options shared by both layouts.
 
-
-def _check_device(name, t, device):
-    if t.device != device:
-        raise ValueError(f"{name} is on {t.device} but target_logits is on {device}")
-
-
-def _prepare(
-    draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
-    hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend,
-    tok_shape, B,
-):
-    """Shared validation of the optional inputs; returns the per-row tensors.
-
-    ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat);
-    ``B`` the number of requests.
+    ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat); ``B``
+    the number of requests. Returns ``(inv_temperature [B] fp32, greedy [B] bool,
+    all_greedy, any_greedy, judge_bias [B] fp32 | None, threshold, override)``,
+    ``override`` being the per-position int8 the kernel reads (or ``relaxed_accept``).
     """
-    if backend not in _BACKENDS:
-        raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     device = target_logits.device
     # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
     if isinstance(temperature, torch.Tensor):
@@ -118,7 +95,7 @@ def _prepare(
                 raise ValueError(f"temperature must be a float or a [B]={B} tensor, got shape {tuple(temperature.shape)}")
             if not temperature.is_floating_point():
                 raise ValueError(f"temperature must be floating point, got {temperature.dtype}")
-            _check_device("temperature", temperature, device)
+            check_device("temperature", temperature, device, "target_logits")
             t = temperature.float()
             greedy = t <= 0  # rows with T <= 0 are greedy
             inv_t = torch.where(greedy, 1.0, 1.0 / torch.where(greedy, 1.0, t))
@@ -139,8 +116,8 @@ def _prepare(
         raise ValueError(f"hidden_states and judge_weight go together: {missing} is missing")
     bias = None
     if judge_weight is not None:
-        _check_tensor("hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
-        _check_tensor("judge_weight", judge_weight, 1, floating=True)
+        check_tensor("hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
+        check_tensor("judge_weight", judge_weight, 1, floating=True)
         if tuple(hidden_states.shape[:-1]) != tuple(tok_shape):
             raise ValueError(
                 f"hidden_states must be {list(tok_shape) + ['H']}, got shape {tuple(hidden_states.shape)}")
@@ -148,8 +125,8 @@ def _prepare(
             raise ValueError(
                 f"judge_weight has size {judge_weight.shape[0]} but hidden_states has hidden size "
                 f"{hidden_states.shape[-1]}")
-        _check_device("hidden_states", hidden_states, device)
-        _check_device("judge_weight", judge_weight, device)
+        check_device("hidden_states", hidden_states, device, "target_logits")
+        check_device("judge_weight", judge_weight, device, "target_logits")
         if isinstance(judge_bias, torch.Tensor):
             if judge_bias.dim() == 0:
                 bias = judge_bias.float().to(device).expand(B)
@@ -163,21 +140,17 @@ def _prepare(
         judge_threshold = float(judge_threshold)
     except (TypeError, ValueError):
         raise ValueError(f"judge_threshold must be a float, got {judge_threshold!r}") from None
-    if relaxed_accept is not None:
-        _check_tensor("relaxed_accept", relaxed_accept, len(tok_shape), boolean=True)
-        if tuple(relaxed_accept.shape) != tuple(tok_shape):
-            raise ValueError(f"relaxed_accept must have shape {tuple(tok_shape)}, got {tuple(relaxed_accept.shape)}")
-        _check_device("relaxed_accept", relaxed_accept, device)
-    if judge_blocked is not None:
-        _check_tensor("judge_blocked", judge_blocked, len(tok_shape), boolean=True)
-        if tuple(judge_blocked.shape) != tuple(tok_shape):
-            raise ValueError(f"judge_blocked must have shape {tuple(tok_shape)}, got {tuple(judge_blocked.shape)}")
-        _check_device("judge_blocked", judge_blocked, device)
-    return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold
+    for name, mask in (("relaxed_accept", relaxed_accept), ("judge_blocked", judge_blocked)):
+        if mask is not None:
+            check_tensor(name, mask, len(tok_shape), boolean=True)
+            check_shape(name, mask, tuple(tok_shape))
+            check_device(name, mask, device, "target_logits")
+    return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold, _override(relaxed_accept, judge_blocked)
 
 
 def _override(relaxed_accept, judge_blocked):
-    """The kernel's per-position override of the relaxed rule: int8 1 accept, -1 forbid, 0 none."""
+    """The kernel's per-position override of the relaxed rule: int8 1 accept, -1 forbid, 0 none
+    (just ``relaxed_accept`` when nothing is blocked)."""
     if judge_blocked is None:
         return relaxed_accept
     code = relaxed_accept.to(torch.int8) if relaxed_accept is not None else torch.zeros_like(judge_blocked, dtype=torch.int8)
@@ -187,16 +160,6 @@ def _override(relaxed_accept, judge_blocked):
 def _unit_scale(temperature) -> bool:
     """True when every row's 1/T is exactly 1 (T == 1 or greedy), known without a sync."""
     return not isinstance(temperature, torch.Tensor) and float(temperature) in (0.0, 1.0)
-
-
-def _use_triton(backend: str, device) -> bool:
-    if backend == "torch":
-        return False
-    if backend == "triton":
-        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("backend='triton' needs CUDA tensors (or TRITON_INTERPRET=1 for the CPU interpreter)")
-        return True
-    return device.type == "cuda"  # auto: the kernel where it runs natively
 
 
 def verify(
@@ -261,8 +224,8 @@ def verify(
         >>> out.output_token_ids.shape
         torch.Size([1, 3])
     """
-    _check_tensor("draft_token_ids", draft_token_ids, 2, integer=True)
-    _check_tensor("target_logits", target_logits, 3, floating=True)
+    check_tensor("draft_token_ids", draft_token_ids, 2, integer=True)
+    check_tensor("target_logits", target_logits, 3, floating=True)
     B, K = draft_token_ids.shape
     if target_logits.shape[0] != B:
         raise ValueError(f"target_logits has batch {target_logits.shape[0]} but draft_token_ids has {B}")
@@ -274,47 +237,42 @@ def verify(
     if V < 1:
         raise ValueError("target_logits must have a vocabulary of at least 1")
     device = target_logits.device
-    _check_device("draft_token_ids", draft_token_ids, device)
+    check_device("draft_token_ids", draft_token_ids, device, "target_logits")
     if num_draft_tokens is None:
         num_draft_tokens = torch.full((B,), K, dtype=torch.int64, device=device)
     else:
-        _check_tensor("num_draft_tokens", num_draft_tokens, 1, integer=True)
-        if num_draft_tokens.shape[0] != B:
-            raise ValueError(f"num_draft_tokens must have shape [{B}], got {tuple(num_draft_tokens.shape)}")
-        _check_device("num_draft_tokens", num_draft_tokens, device)
+        check_tensor("num_draft_tokens", num_draft_tokens, 1, integer=True)
+        check_shape("num_draft_tokens", num_draft_tokens, (B,))
+        check_device("num_draft_tokens", num_draft_tokens, device, "target_logits")
     if draft_probs is not None:
-        _check_tensor("draft_probs", draft_probs, 3, floating=True)
-        if tuple(draft_probs.shape) != (B, K, V):
-            raise ValueError(f"draft_probs must have shape {(B, K, V)}, got {tuple(draft_probs.shape)}")
-        _check_device("draft_probs", draft_probs, device)
-    inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
-        draft_token_ids, num_draft_tokens, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend, (B, K), B)
-
-    if all_greedy:
-        u = e = None
-    elif _noise is not None:
-        u, e = _noise
+        check_tensor("draft_probs", draft_probs, 3, floating=True)
+        check_shape("draft_probs", draft_probs, (B, K, V))
+        check_device("draft_probs", draft_probs, device, "target_logits")
+    triton = use_triton(backend, device)
+    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = _prepare(
+        target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
+        judge_blocked, (B, K), B)
+    u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
+    # the twin takes exactly the launcher's arguments
+    if triton:
+        from .verify_triton import verify_triton_padded as backend_fn
     else:
-        u, e = draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
-
-    draft = draft_token_ids.long()
-    ndraft = num_draft_tokens.long()
-    if _use_triton(backend, device):
-        from .verify_triton import verify_triton_padded
-
-        out = verify_triton_padded(
-            draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e,
-            hidden_states, judge_weight, bias, thr, _override(relaxed_accept, judge_blocked), all_greedy=all_greedy)
-        return VerifyOutput(*out)
-
-    jl = None
-    if judge_weight is not None:
-        jl = hidden_states.float() @ judge_weight.float() + bias[:, None]  # [B, K]
-    out = native_verify(
-        draft, ndraft, target_logits, draft_probs, inv_t, greedy, u, e, jl, thr, relaxed_accept,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), judge_blocked=judge_blocked)
+        backend_fn = native_verify
+    out = backend_fn(
+        draft_token_ids.long(), num_draft_tokens.long(), target_logits, draft_probs, inv_t, greedy, u, e,
+        hidden_states, judge_weight, bias, thr, override,
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature))
     return VerifyOutput(*out)
+
+
+def _noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
+    """(uniforms, exponentials) of one call: none when every row is greedy, else the
+    caller's ``_noise`` (tests, benchmarks) or a fresh draw."""
+    if all_greedy:
+        return None, None
+    if noise is not None:
+        return noise
+    return draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
 
 
 def flat_to_padded_index(cu_num_draft_tokens: torch.Tensor, max_spec_len: int):
@@ -371,9 +329,9 @@ def verify_flat(
     ``[B, max_spec_len]``. Given the same noise it equals :func:`verify` on the
     padded copy of the same data.
     """
-    _check_tensor("draft_token_ids", draft_token_ids, 1, integer=True)
-    _check_tensor("cu_num_draft_tokens", cu_num_draft_tokens, 1, integer=True)
-    _check_tensor("target_logits", target_logits, 2, floating=True)
+    check_tensor("draft_token_ids", draft_token_ids, 1, integer=True)
+    check_tensor("cu_num_draft_tokens", cu_num_draft_tokens, 1, integer=True)
+    check_tensor("target_logits", target_logits, 2, floating=True)
     T = draft_token_ids.shape[0]
     B = cu_num_draft_tokens.shape[0]
     if B < 1:
@@ -384,13 +342,12 @@ def verify_flat(
             f"got {target_logits.shape[0]}")
     V = target_logits.shape[1]
     device = target_logits.device
-    _check_device("draft_token_ids", draft_token_ids, device)
-    _check_device("cu_num_draft_tokens", cu_num_draft_tokens, device)
+    check_device("draft_token_ids", draft_token_ids, device, "target_logits")
+    check_device("cu_num_draft_tokens", cu_num_draft_tokens, device, "target_logits")
     if draft_probs is not None:
-        _check_tensor("draft_probs", draft_probs, 2, floating=True)
-        if tuple(draft_probs.shape) != (T, V):
-            raise ValueError(f"draft_probs must have shape {(T, V)}, got {tuple(draft_probs.shape)}")
-        _check_device("draft_probs", draft_probs, device)
+        check_tensor("draft_probs", draft_probs, 2, floating=True)
+        check_shape("draft_probs", draft_probs, (T, V))
+        check_device("draft_probs", draft_probs, device, "target_logits")
     if max_spec_len is None:
         cu = cu_num_draft_tokens.long()
         max_spec_len = int((cu - torch.cat([cu.new_zeros(1), cu[:-1]])).max())  # host sync
@@ -398,51 +355,41 @@ def verify_flat(
     if max_spec_len < 0:
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
-    inv_t, greedy, all_greedy, any_greedy, bias, thr = _prepare(
-        draft_token_ids, None, target_logits, draft_probs, temperature,
-        hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept, judge_blocked, backend, (T,), B)
-
-    if all_greedy:
-        u = e = None
-    elif _noise is not None:
-        u, e = _noise
-    else:
-        u, e = draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
+    triton = use_triton(backend, device)
+    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = _prepare(
+        target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
+        judge_blocked, (T,), B)
+    u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
 
     n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
     n = n.clamp(0, K)
-    if _use_triton(backend, device):
+    if triton:
         from .verify_triton import verify_triton
 
         start = torch.cat([n.new_zeros(1), cu_num_draft_tokens.long()[:-1]])
         out = verify_triton(
             draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
-            draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr,
-            _override(relaxed_accept, judge_blocked), K_max=K, all_greedy=all_greedy)
+            draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr, override,
+            K_max=K, all_greedy=all_greedy)
         return VerifyOutput(*out)
 
-    # torch: gather into the padded layout (one copy of the logits) and run the twin
-    tok_c = tok_idx.clamp(0, max(T - 1, 0))
-    if T > 0:
-        draft = torch.where(tok_valid, draft_token_ids.long()[tok_c], 0)
-    else:
-        draft = torch.zeros(B, K, dtype=torch.int64, device=device)
-    logits = target_logits[logit_idx.clamp(0, T + B - 1)]  # [B, K+1, V]
-    q = None
-    if draft_probs is not None:
-        q = draft_probs[tok_c] if T > 0 else draft_probs.new_zeros(B, K, V)  # [B, K, V]
-    jl = None
-    if judge_weight is not None:
-        jl_flat = hidden_states.float() @ judge_weight.float()  # [T]
-        jl = (jl_flat[tok_c] if T > 0 else jl_flat.new_zeros(B, K)) + bias[:, None]
+    # torch: gather into the padded layout (one copy of the logits) and run the twin on the launcher's arguments
+    tok_c = tok_idx.clamp(0, max(T - 1, 0))  # [B, K]
 
-    def padded_mask(mask):  # [T] bool -> [B, K] bool, False past each request's drafts
-        if mask is None:
+    def padded(rows, fill):  # [T, ...] -> [B, K, ...], ``fill`` past each request's drafts
+        if rows is None:
             return None
-        return (mask[tok_c] & tok_valid) if T > 0 else torch.zeros_like(tok_valid)
+        if T == 0:
+            return torch.full((B, K, *rows.shape[1:]), fill, dtype=rows.dtype, device=device)
+        mask = tok_valid.view(B, K, *([1] * (rows.dim() - 1)))
+        return torch.where(mask, rows[tok_c], torch.full((), fill, dtype=rows.dtype, device=device))
 
-    relaxed, blocked = padded_mask(relaxed_accept), padded_mask(judge_blocked)
+    draft = padded(draft_token_ids.long(), 0)  # [B, K]
+    logits = target_logits[logit_idx.clamp(0, T + B - 1)]  # [B, K+1, V]
+    q = padded(draft_probs, 0)  # [B, K, V]
+    hidden = padded(hidden_states, 0)  # [B, K, H]
+    relaxed = padded(override, 0)  # [B, K] bool or int8
     out = native_verify(
-        draft, n, logits, q, inv_t, greedy, u, e, jl, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), judge_blocked=blocked)
+        draft, n, logits, q, inv_t, greedy, u, e, hidden, judge_weight, bias, thr, relaxed,
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature))
     return VerifyOutput(*out)

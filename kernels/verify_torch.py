@@ -23,9 +23,11 @@ Conventions shared with the kernel (see ``csrc_docs/verify.md``):
   race over ``p_j / E_v`` (a draw from ``p_j``);
 * bonus token (all ``n_b`` drafts accepted): ``argmax_v x_{n_b, v} - log E_v``
   (Gumbel-max with the same exponentials, i.e. a draw from ``p_{n_b}``);
-* judge: ``logit_i = h_i . w + bias``; ``judge_accepted_i = (logit_i > threshold
-  or relaxed_accept_i) and not judge_blocked_i``; position i is kept iff aligned
-  or judge-accepted (a blocked position needs the lossless rule);
+* judge: ``logit_i = h_i . w + bias`` (fp32); ``judge_accepted_i = (logit_i >
+  threshold or relaxed_accept_i) and not judge_blocked_i`` (the kernel receives
+  the last two as one int8 override per position: 1 accept, -1 forbid, 0 none);
+  position i is kept iff aligned or judge-accepted (a blocked position needs the
+  lossless rule);
 * ``align_accepted`` / ``judge_accepted`` are reported for the positions the
   walk evaluated (i < n_b and i <= first rejection), False elsewhere;
   ``judge_logits`` is filled for every i < n_b and NaN beyond;
@@ -61,21 +63,24 @@ def native_verify(
     greedy: torch.Tensor,  # [B] bool
     uniforms: torch.Tensor | None,  # [B, K] fp64 in (0, 1] (None iff all_greedy)
     exponentials: torch.Tensor | None,  # [B, V] fp32 > 0 (None iff all_greedy)
-    judge_logits: torch.Tensor | None,  # [B, K] fp32 (h . w + bias) or None
+    hidden_states: torch.Tensor | None,  # [B, K, H] float or None (no judge)
+    judge_weight: torch.Tensor | None,  # [H] float or None
+    judge_bias: torch.Tensor | None,  # [B] fp32 or None
     judge_threshold: float,
-    relaxed_accept: torch.Tensor | None,  # [B, K] bool or None
+    relaxed: torch.Tensor | None,  # [B, K] bool (accept) or int8 override (1 accept, -1 forbid, 0 none)
     *,
     all_greedy: bool,
-    any_greedy: bool,
+    any_greedy: bool = True,
     unit_scale: bool = False,
-    judge_blocked: torch.Tensor | None = None,  # [B, K] bool or None
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
-    Inputs are assumed validated by :func:`selfjudge.kernels.verify`.
-    ``unit_scale`` (every ``inv_temperature`` is 1, known on the host) skips
-    the multiplication, which would not change a bit. Returns
-    ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
+    Takes exactly the arguments of the kernel's launcher
+    (:func:`selfjudge.kernels.verify_triton.verify_triton_padded`), validated by
+    :func:`selfjudge.kernels.verify`. ``any_greedy`` (some row may be greedy) and
+    ``unit_scale`` (every ``inv_temperature`` is 1) are host-known hints that let
+    the twin skip work that would not change a bit; the kernel decides per row.
+    Returns ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
     align_accepted [B, K] bool, judge_accepted [B, K] bool,
     judge_logits [B, K] fp32 | None)``.
     """
@@ -87,95 +92,22 @@ def native_verify(
     ar_k = torch.arange(K, device=device)  # [K]
     valid = ar_k[None, :] < n[:, None]  # [B, K]
 
-    # Per (request, position) row statistics of the scaled logits x: argmax
-    # (greedy rows), logsumexp (sampling rows) and whether the row is valid
-    # (no NaN, no +inf, not all -inf). On CPU sampling rows are processed in
-    # cache-sized chunks so no [B, K+1, V] temporary is ever written.
-    lse = amax = None
-    if all_greedy:
-        maxval, amax = torch.max(target_logits, -1)  # [B, K+1] (NaN propagates into maxval)
-        ok = torch.isfinite(maxval)
-    else:
-        # chunks of whole requests; works on strided slices without a copy
-        chunk = max(1, _CHUNK_ELEMS // ((K + 1) * V)) if device.type == "cpu" else B
-        lse = torch.empty(B, K + 1, dtype=torch.float32, device=device)
-        amax = torch.empty(B, K + 1, dtype=torch.int64, device=device) if any_greedy else None
-        for b0 in range(0, B, chunk):
-            xc = target_logits[b0 : b0 + chunk].float()  # [b, K+1, V]
-            if not unit_scale:
-                xc = xc * inv_temperature[b0 : b0 + chunk, None, None]
-            torch.logsumexp(xc, -1, out=lse[b0 : b0 + chunk])
-            if amax is not None:
-                torch.argmax(xc, -1, out=amax[b0 : b0 + chunk])
-        ok = torch.isfinite(lse)  # NaN / +inf give NaN / inf, all -inf gives -inf
-    ok_k = ok[:, :K]
-
-    if any_greedy:
-        align_g = (amax[:, :K] == d) & ok_k  # [B, K]
-    if not all_greedy:
-        xd = target_logits[:, :K].gather(-1, d[..., None]).squeeze(-1).float() * inv_temperature[:, None]
-        pd = torch.where(ok_k, torch.exp(xd - lse[:, :K]), 0.0)  # [B, K]
-        if draft_probs is not None:
-            qd = draft_probs.gather(-1, d[..., None]).squeeze(-1).float()  # [B, K]
-        else:
-            qd = torch.ones_like(pd)
-        pos_q = qd > 0
-        ratio = torch.where(pos_q, pd / torch.where(pos_q, qd, 1.0), 0.0)  # [B, K]
-        align_s = pos_q & (ratio.double() >= uniforms)  # [B, K]
-
-    if all_greedy:
-        align = align_g
-    elif not any_greedy:
-        align = align_s
-    else:
-        align = torch.where(greedy[:, None], align_g, align_s)
-
-    judge = torch.zeros_like(valid)
-    if judge_logits is not None:
-        judge = judge_logits > judge_threshold
-    if relaxed_accept is not None:
-        judge = judge | relaxed_accept
-    if judge_blocked is not None:
-        judge = judge & ~judge_blocked
+    ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
+    align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
+                        all_greedy, any_greedy)
+    judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed)
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]
     evaluated = valid & (ar_k[None, :] <= num_acc[:, None])  # [B, K]
-    rejected = num_acc < n  # [B]
 
     # the emitted (recovered or bonus) token comes from position num_acc
     ok_j = ok.gather(1, num_acc[:, None]).squeeze(1)  # [B]
     if any_greedy:
         tok_g = amax.gather(1, num_acc[:, None]).squeeze(1)  # [B]
     if not all_greedy:
-        # one position per request; on CPU in cache-sized chunks of requests
-        tok_s = torch.empty(B, dtype=torch.int64, device=device)
-        lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
-        lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
-        j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
-        rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
-        for b0 in range(0, B, rchunk):
-            b1 = min(B, b0 + rchunk)
-            ar_b = torch.arange(b0, b1, device=device)
-            xj = _rows_at(target_logits, ar_b, num_acc[b0:b1]).float()  # [b, V]
-            if not unit_scale:
-                xj = xj * inv_temperature[b0:b1, None]
-            pj = (xj - lse_j[b0:b1]).exp_()  # [b, V]
-            E = exponentials[b0:b1]  # [b, V]
-            if K > 0:
-                if draft_probs is not None:
-                    qj = _rows_at(draft_probs, ar_b, j_q[b0:b1]).float()  # [b, V]
-                else:
-                    qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], 1.0)
-                sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
-                best_r, idx_r = sr.max(-1)  # first index on ties, like the kernel
-                idx_p = (pj.div_(E)).max(-1).indices  # race over p (residual all zero)
-                recovered = torch.where(best_r > 0, idx_r, idx_p)
-            else:
-                recovered = torch.zeros(b1 - b0, dtype=torch.int64, device=device)
-            bonus = (xj - E.log()).max(-1).indices  # Gumbel-max: a draw from p_j
-            tok_s[b0:b1] = torch.where(rejected[b0:b1], recovered, bonus)
-
+        tok_s = _sampled_token(target_logits, d, draft_probs, inv_temperature, exponentials, lse, ok_j, num_acc,
+                               num_acc < n, unit_scale)
     if all_greedy:
         tok = tok_g
     elif not any_greedy:
@@ -191,3 +123,101 @@ def native_verify(
     if judge_logits is not None:
         judge_logits = torch.where(valid, judge_logits, float("nan"))
     return out, num_acc, align & evaluated, judge & evaluated, judge_logits
+
+
+def _position_stats(target_logits, inv_temperature, all_greedy: bool, any_greedy: bool, unit_scale: bool):
+    """Pass 1 (the kernel's ``_position_stats``) for every (request, position): whether the scaled
+    logits are valid (no NaN, no +inf, not all -inf) ``ok [B, K+1]``, the argmax ``[B, K+1]`` (greedy
+    rows) and the log-sum-exp ``[B, K+1]`` (sampling rows). On CPU, sampling rows are processed in
+    cache-sized chunks so no [B, K+1, V] temporary is ever written."""
+    B, K1, V = target_logits.shape
+    device = target_logits.device
+    if all_greedy:
+        maxval, amax = torch.max(target_logits, -1)  # [B, K+1] (NaN propagates into maxval)
+        return torch.isfinite(maxval), amax, None
+    # chunks of whole requests; works on strided slices without a copy
+    chunk = max(1, _CHUNK_ELEMS // (K1 * V)) if device.type == "cpu" else B
+    lse = torch.empty(B, K1, dtype=torch.float32, device=device)
+    amax = torch.empty(B, K1, dtype=torch.int64, device=device) if any_greedy else None
+    for b0 in range(0, B, chunk):
+        xc = target_logits[b0 : b0 + chunk].float()  # [b, K+1, V]
+        if not unit_scale:
+            xc = xc * inv_temperature[b0 : b0 + chunk, None, None]
+        torch.logsumexp(xc, -1, out=lse[b0 : b0 + chunk])
+        if amax is not None:
+            torch.argmax(xc, -1, out=amax[b0 : b0 + chunk])
+    return torch.isfinite(lse), amax, lse  # NaN / +inf give NaN / inf, all -inf gives -inf
+
+
+def _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
+                all_greedy: bool, any_greedy: bool) -> torch.Tensor:
+    """The lossless rule at every draft position ``[B, K]``: greedy ``d == argmax``; sampling
+    ``q(d) > 0 and p(d) / q(d) >= u``."""
+    K = d.shape[1]
+    ok_k = ok[:, :K]
+    if any_greedy:
+        align_g = (amax[:, :K] == d) & ok_k  # [B, K]
+        if all_greedy:
+            return align_g
+    xd = target_logits[:, :K].gather(-1, d[..., None]).squeeze(-1).float() * inv_temperature[:, None]
+    pd = torch.where(ok_k, torch.exp(xd - lse[:, :K]), 0.0)  # [B, K]
+    if draft_probs is not None:
+        qd = draft_probs.gather(-1, d[..., None]).squeeze(-1).float()  # [B, K]
+    else:
+        qd = torch.ones_like(pd)
+    pos_q = qd > 0
+    ratio = torch.where(pos_q, pd / torch.where(pos_q, qd, 1.0), 0.0)  # [B, K]
+    align_s = pos_q & (ratio.double() >= uniforms)  # [B, K]
+    return torch.where(greedy[:, None], align_g, align_s) if any_greedy else align_s
+
+
+def _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed):
+    """The relaxed rule at every draft position: ``(judge_accept [B, K], judge_logits [B, K] | None)``."""
+    judge = torch.zeros_like(valid)
+    judge_logits = None
+    if judge_weight is not None:
+        judge_logits = hidden_states.float() @ judge_weight.float() + judge_bias[:, None]  # [B, K]
+        judge = judge_logits > judge_threshold
+    if relaxed is not None:
+        if relaxed.dtype == torch.bool:
+            judge = judge | relaxed
+        else:  # the kernel's int8 override: 1 accept, -1 forbid (judge_blocked), 0 none
+            judge = (judge | (relaxed > 0)) & (relaxed >= 0)
+    return judge, judge_logits
+
+
+def _sampled_token(target_logits, d, draft_probs, inv_temperature, exponentials, lse, ok_j, num_acc, rejected,
+                   unit_scale: bool) -> torch.Tensor:
+    """The emitted token ``[B]`` of sampling rows, from position ``num_acc``: the recovery race
+    (rejected rows) or the bonus draw (the kernel's ``_recovered_token`` / ``_bonus_token``).
+    One position per request; on CPU in cache-sized chunks of requests."""
+    B, K = d.shape
+    V = target_logits.shape[-1]
+    device = target_logits.device
+    tok_s = torch.empty(B, dtype=torch.int64, device=device)
+    lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
+    lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
+    j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
+    rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
+    for b0 in range(0, B, rchunk):
+        b1 = min(B, b0 + rchunk)
+        ar_b = torch.arange(b0, b1, device=device)
+        xj = _rows_at(target_logits, ar_b, num_acc[b0:b1]).float()  # [b, V]
+        if not unit_scale:
+            xj = xj * inv_temperature[b0:b1, None]
+        pj = (xj - lse_j[b0:b1]).exp_()  # [b, V]
+        E = exponentials[b0:b1]  # [b, V]
+        if K > 0:
+            if draft_probs is not None:
+                qj = _rows_at(draft_probs, ar_b, j_q[b0:b1]).float()  # [b, V]
+            else:
+                qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], 1.0)
+            sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
+            best_r, idx_r = sr.max(-1)  # first index on ties, like the kernel
+            idx_p = (pj.div_(E)).max(-1).indices  # race over p (residual all zero)
+            recovered = torch.where(best_r > 0, idx_r, idx_p)
+        else:
+            recovered = torch.zeros(b1 - b0, dtype=torch.int64, device=device)
+        bonus = (xj - E.log()).max(-1).indices  # Gumbel-max: a draw from p_j
+        tok_s[b0:b1] = torch.where(rejected[b0:b1], recovered, bonus)
+    return tok_s
