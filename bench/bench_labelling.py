@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     from selfjudge.labelling.naive import naive_score_swaps
-    from selfjudge.labelling.pipeline import draft_top1, generate_responses
+    from selfjudge.models.generation import draft_top1, greedy_responses
     from selfjudge.labelling.swap_scoring import score_swaps
 
     if args.tiny:
@@ -76,12 +76,12 @@ def main(argv=None) -> int:
     target.eval()
     draft.eval()
     t0 = time.perf_counter()
-    responses = generate_responses(target, tok, prompts, args.max_new_tokens)
+    responses = greedy_responses(target, tok, prompts, args.max_new_tokens)
     t_gen = time.perf_counter() - t0
     cases = []
     for p, r in zip(prompts, responses):
         x, y = torch.tensor(p), torch.tensor(r)
-        z = draft_top1(draft, x, y)
+        z = torch.tensor(draft_top1(draft, p, r), dtype=torch.long)
         m = torch.nonzero(z != y).flatten()
         cases.append((x, y, m, z[m]))
     n_labels = sum(int(c[2].numel()) for c in cases)

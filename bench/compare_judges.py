@@ -35,7 +35,7 @@ import numpy as np
 
 
 def _read(label_dir: str, tau: float | None = None):
-    from selfjudge.judge.train import read_label_dirs
+    from selfjudge.labelling.shards import read_label_dirs
 
     feats, rows, manifests = read_label_dirs([label_dir], tau=tau)
     return feats.numpy(), rows, manifests[0]
@@ -296,9 +296,7 @@ def run_selfjudge(argv: list[str]) -> int:
         limit = max(pos[p] for p in aj_prompts) + 1
         if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
             raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
-    from selfjudge.judge.autojudge import pair_dirs
-
-    pair = load_pair(*pair_dirs(args.pair, args.draft))
+    pair = load_pair(args.pair, args.draft)
     counts = {"generate_tokens": 0, "score_tokens": 0}
     phase = {"name": "score_tokens"}
 
@@ -309,7 +307,7 @@ def run_selfjudge(argv: list[str]) -> int:
         counts[phase["name"]] += int(ids.numel())
 
     handle = base_model(pair.target).register_forward_pre_hook(hook, with_kwargs=True)
-    orig_gen = pipeline.generate_responses
+    orig_gen = pipeline.greedy_responses
 
     def counted_generate(*a, **k):
         phase["name"] = "generate_tokens"
@@ -318,7 +316,7 @@ def run_selfjudge(argv: list[str]) -> int:
         finally:
             phase["name"] = "score_tokens"
 
-    pipeline.generate_responses = counted_generate
+    pipeline.greedy_responses = counted_generate
     try:
         tau = 0.0 if args.tau is None and args.tau_quantile is None else args.tau
         pipeline.label(args.pair, args.draft, task, out=args.out, window=args.window, tau=tau,
@@ -327,7 +325,7 @@ def run_selfjudge(argv: list[str]) -> int:
                        max_new_tokens=args.max_new_tokens or aj_man.get("max_new_tokens"),
                        pair=pair)
     finally:
-        pipeline.generate_responses = orig_gen
+        pipeline.greedy_responses = orig_gen
         handle.remove()
     counts["prompt_ids"] = [p for b in read_progress(args.out) for p in b["prompt_ids"]]
     man_path = os.path.join(args.out, "manifest.json")
@@ -363,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     from selfjudge.judge.train import DEFAULT_C_GRID
 
     c_grid = [float(c) for c in args.c_grid.split(",")] if args.c_grid else DEFAULT_C_GRID
-    from selfjudge.judge.train import resolve_tau
+    from selfjudge.labelling.shards import resolve_tau
 
     sj_tau = resolve_tau([args.selfjudge], args.tau, args.tau_quantile)
     Xs, sj_rows, sj_man = _read(args.selfjudge, sj_tau)

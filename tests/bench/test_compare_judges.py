@@ -9,7 +9,7 @@ import torch
 
 from selfjudge.labelling.shards import ShardWriter
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load_bench():

@@ -1,0 +1,67 @@
+"""The command line's shared behaviour: one-line errors with exit status 2, --debug, the recorded command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from selfjudge.cli import build_parser, main
+from selfjudge.cli.common import command_line, parse_threshold
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "selfjudge.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_subcommand_is_registered():
+    names = set(build_parser()._subparsers._group_actions[0].choices)
+    assert names == {"demo", "generate", "label", "autojudge-label", "train", "distill-draft", "bench", "report"}
+
+
+def test_argument_error_is_one_line_with_status_2():
+    res = run_cli("train", "--out", "x.safetensors")  # --labels missing
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "--labels" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_library_value_error_is_one_line_with_status_2(tmp_path, capsys):
+    # a folder with no label shards: the library raises ValueError naming the argument
+    assert main(["train", "--labels", str(tmp_path), "--out", str(tmp_path / "v.safetensors")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("selfjudge train: error: ") and err.count("\n") == 1 and "manifest.json" in err
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    res = run_cli("--debug", "train", "--labels", str(tmp_path), "--out", str(tmp_path / "v.safetensors"))
+    assert res.returncode != 0 and "Traceback" in res.stderr and "ValueError" in res.stderr
+    res = run_cli("train", "--labels", str(tmp_path), "--out", str(tmp_path / "v.safetensors"), "--debug")
+    assert "Traceback" in res.stderr  # also after the subcommand's name
+
+
+def test_generate_judge_needs_a_verifier(capsys):
+    assert main(["generate", "--policy", "judge", "--prompt", "hi"]) == 2
+    assert "--verifier" in capsys.readouterr().err
+
+
+def test_no_subcommand_prints_help(capsys):
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_command_line_quotes_arguments():
+    assert command_line(["train", "--labels", "a b", "--out", "v.st"]) == "selfjudge train --labels 'a b' --out v.st"
+    assert command_line(["--quick"], "python bench/run_wallclock.py") == "python bench/run_wallclock.py --quick"
+
+
+def test_parse_threshold():
+    assert parse_threshold(None) is None
+    assert parse_threshold("F") == "F" and parse_threshold("q0.90") == "q0.90"
+    assert parse_threshold("-1.5") == -1.5 and isinstance(parse_threshold("2"), float)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["train", "--help"], ["bench", "--help"]])
+def test_help_exits_zero(args):
+    res = run_cli(*args)
+    assert res.returncode == 0 and "usage:" in res.stdout
