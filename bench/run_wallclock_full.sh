@@ -25,7 +25,7 @@ python bench/run_wallclock.py --out "$out" --tasks humaneval gpqa --batch-sizes 
 } > "$logs/wallclock-laneB.log" 2>&1 &
 b=$!
 wait $a; wait $b
-python -m selfjudge.bench.report "$out"
+selfjudge report "$out"
 
 # stage 2: larger samples for the Pareto comparison (about 35 minutes, one lane each)
 python bench/run_wallclock.py --out "$out-gsm8k24" --tasks gsm8k --batch-sizes 8 --ks 4 --limit 24 --top-ks 2 \
@@ -35,8 +35,8 @@ python bench/run_wallclock.py --out "$out-sharegpt24" --tasks sharegpt --batch-s
     --sweep q0.80 q0.90 q0.95 q0.98 q0.99 > "$logs/wallclock-sharegpt24.log" 2>&1 &
 b=$!
 wait $a; wait $b
-python -m selfjudge.bench.report "$out-gsm8k24"
-python -m selfjudge.bench.report "$out-sharegpt24"
+selfjudge report "$out-gsm8k24"
+selfjudge report "$out-sharegpt24"
 
 # stage 3: the GSM8K Pareto run again with digit tokens protected from each judge (about 20 minutes)
 for judge in SelfJudge AutoJudge; do
@@ -44,4 +44,4 @@ for judge in SelfJudge AutoJudge; do
         --top-ks 2 --judges "$judge" --sweep q0.95 q0.98 q0.99 --protect-digits > "$logs/wallclock-digits-$judge.log" 2>&1 &
 done
 wait
-for judge in SelfJudge AutoJudge; do python -m selfjudge.bench.report "$out-gsm8k24-digits-$judge"; done
+for judge in SelfJudge AutoJudge; do selfjudge report "$out-gsm8k24-digits-$judge"; done

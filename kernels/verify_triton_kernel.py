@@ -48,6 +48,13 @@ def _lane_argmax(best, best_i):
 
 
 @triton.jit
+def _running_argmax(score, idx, best_l, besti_l):
+    """One tile of a per-lane running argmax: strict ``>``, so each lane keeps its earliest index."""
+    upd = score > best_l
+    return tl.where(upd, score, best_l), tl.where(upd, idx, besti_l)
+
+
+@triton.jit
 def _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H: tl.constexpr):
     """h[tok] . w + bias[b] with fp32 accumulation over BLOCK_H tiles."""
     offs_h = tl.arange(0, BLOCK_H)
@@ -100,9 +107,7 @@ def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, SAMPLING: tl.constexp
     for v0 in range(0, V, BLOCK_V):
         x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
         bad_l = bad_l | tbad
-        upd = x > best_l  # strict: earliest index per lane
-        best_l = tl.where(upd, x, best_l)
-        besti_l = tl.where(upd, idx, besti_l)
+        best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
         if SAMPLING:
             m_new = tl.maximum(m, tl.max(x, axis=0))
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -148,15 +153,11 @@ def _bonus_token(logits_ptr, row_off, offs_v, V, inv_t, e_ptr, e_off, is_greedy,
     for v0 in range(0, V, BLOCK_V):
         x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
         bad_l = bad_l | tbad
-        upd = x > best_l
-        best_l = tl.where(upd, x, best_l)
-        besti_l = tl.where(upd, idx, besti_l)
+        best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
         if SAMPLING:
             e = tl.load(e_ptr + e_off + idx, mask=mask, other=1.0)
             sc = tl.where(mask, x - tl.log(e), float("-inf"))
-            upd = sc > bests_l
-            bests_l = tl.where(upd, sc, bests_l)
-            bestsi_l = tl.where(upd, idx, bestsi_l)
+            bests_l, bestsi_l = _running_argmax(sc, idx, bests_l, bestsi_l)
     best, best_i = _lane_argmax(best_l, besti_l)
     best_s, best_si = _lane_argmax(bests_l, bestsi_l)
     bad = tl.max(bad_l.to(tl.int32), axis=0)
@@ -186,12 +187,8 @@ def _recovered_token(logits_ptr, row_off, offs_v, V, inv_t, lse, q_ptr, q_off, d
         e = tl.load(e_ptr + e_off + idx, mask=mask, other=1.0)
         sr = tl.where(mask, r / e, -1.0)  # masked lanes below every real score (>= 0)
         sp = tl.where(mask, p / e, -1.0)
-        upd = sr > br_l
-        br_l = tl.where(upd, sr, br_l)
-        bri_l = tl.where(upd, idx, bri_l)
-        upd = sp > bp_l
-        bp_l = tl.where(upd, sp, bp_l)
-        bpi_l = tl.where(upd, idx, bpi_l)
+        br_l, bri_l = _running_argmax(sr, idx, br_l, bri_l)
+        bp_l, bpi_l = _running_argmax(sp, idx, bp_l, bpi_l)
     best_r, best_ri = _lane_argmax(br_l, bri_l)
     best_p, best_pi = _lane_argmax(bp_l, bpi_l)
     return tl.where(best_r > 0, best_ri, best_pi)

@@ -11,6 +11,7 @@ tests use, so no test file defines its own ``LlamaConfig``:
 * ``tiny.tokenizer(words)``: a word-level chat tokenizer (specials ``<unk>``,
   ``<|im_start|>``, ``<|im_end|>`` = ids 0, 1, 2);
 * ``tiny.chat_llama(vocab_size, layers, seed)``: a tied-embedding Llama for that tokenizer;
+* ``tiny.noisy_copy(model, scale, seed)``: a draft that agrees with ``model`` on some tokens;
 * ``tiny.save(folder, tok, layers, seed)``: a Hugging Face folder of both;
 * ``tiny.sequences(n, length, vocab_size, seed)``: random (ids, response start) pairs.
 """
@@ -58,6 +59,21 @@ class Tiny:
     def chat_llama(cls, vocab_size: int, layers: int = 3, seed: int = 0):
         return cls.llama(seed, vocab_size=vocab_size, num_hidden_layers=layers, tie_word_embeddings=True,
                          bos_token_id=1, eos_token_id=2, pad_token_id=2)
+
+    @staticmethod
+    def noisy_copy(model, scale: float, seed: int = 1):
+        """``model`` with Gaussian noise of ``scale`` x each weight's std added (vectors and matrices)."""
+        import copy
+
+        import torch
+
+        noisy = copy.deepcopy(model)
+        g = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in noisy.parameters():
+                if p.numel() > 1:
+                    p.add_(torch.randn(p.shape, generator=g) * p.std() * scale)
+        return noisy
 
     @classmethod
     def save(cls, folder: Path, tok, layers: int = 3, seed: int = 0) -> Path:

@@ -80,11 +80,11 @@ class HFGenerate:
 
     def __init__(self, target, tokenizer, assistant=None):
         from selfjudge.engine import GenerationStats
+        from selfjudge.models.generation import eos_token_ids
 
         self.target, self.tokenizer, self.assistant = target, tokenizer, assistant
         self.last_batch_stats = GenerationStats()
-        eos = target.generation_config.eos_token_id
-        self.eos = {eos} if isinstance(eos, int) else set(eos or [])
+        self.eos = eos_token_ids(target)  # the generation config's, as Hugging Face generate stops
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list["HFGenerate.Result"]:

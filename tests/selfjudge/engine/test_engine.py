@@ -21,13 +21,7 @@ PROMPTS = [[5, 7, 9], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [42], [60, 61, 62, 63
 @pytest.fixture(scope="module")
 def pair(tiny):
     target = tiny.llama(0, vocab_size=V, hidden_size=48, intermediate_size=96, max_position_embeddings=512)
-    draft = copy.deepcopy(target)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for p in draft.parameters():
-            if p.numel() > 1:
-                p.add_(torch.randn(p.shape, generator=g) * p.std() * 0.3)
-    return target, draft
+    return target, tiny.noisy_copy(target, 0.3, seed=1)
 
 
 def _hf_greedy(model, prompt, n, eos=None):
