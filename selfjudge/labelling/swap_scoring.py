@@ -72,11 +72,6 @@ def base_model(model):
     return dec if dec is not None else model.model
 
 
-def window_lengths(positions: torch.Tensor, response_len: int, window: int) -> torch.Tensor:  # [M]
-    """Tokens in each window: max(1, min(N, len(y) - 1 - i))."""
-    return torch.clamp(torch.clamp(response_len - 1 - positions, max=window), min=1)
-
-
 def plan_chunks(positions: list[int], prompt_len: int, response_len: int, window: int, max_tokens: int) -> list[list[int]]:
     """Split mismatch indices (sorted by position) into chunks whose forward fits max_tokens."""
     order = sorted(range(len(positions)), key=lambda j: positions[j])

