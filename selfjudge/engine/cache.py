@@ -66,13 +66,15 @@ class RaggedCache:
         *,
         logits_to_keep: int = 1,
         output_hidden_states: bool = False,
+        **model_kwargs,
     ):
         """Run the model on S new columns per row, appending them to the cache.
 
         Invalid input columns (padding) are written to the cache but masked out
         for every later query. Returns the model output (``logits`` holds the last
         ``logits_to_keep`` columns; ``hidden_states[-1]`` is the final-norm state;
-        with ``decoder_only`` only ``last_hidden_state`` ``[B, S, H]``).
+        with ``decoder_only`` only ``last_hidden_state`` ``[B, S, H]``). ``model_kwargs``
+        go to the model as they are (e.g. an EAGLE head's ``features`` ``[B, S, H]``).
         """
         B, S = input_ids.shape
         if input_valid is None:
@@ -89,6 +91,7 @@ class RaggedCache:
             position_ids=pos,
             use_cache=True,
             **kw,
+            **model_kwargs,
             **{self._cache_kw: self.cache},
         )
         self.valid = mask

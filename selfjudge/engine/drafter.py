@@ -1,18 +1,23 @@
 """The engine's propose seam: a drafter proposes up to K tokens per cycle and rolls back.
 
-:class:`ModelDrafter` is the standalone draft model (a small Hugging Face causal LM
-over the target's vocabulary, optionally with its LM head restricted to a
-sub-vocabulary). The engine calls, per generation:
+:class:`Drafter` is the interface; the engine calls, per generation:
 
-* :meth:`ModelDrafter.prefill` once with the left-padded prompts;
-* :meth:`ModelDrafter.propose` once per cycle: ``k`` tokens per row (argmax at
-  temperature 0, else draws from ``softmax(logits / T)``, whose probabilities the
-  verify op needs to stay lossless);
-* :meth:`ModelDrafter.rollback` after the verify op: how many drafts each row
-  kept and the token the target emitted after them;
-* :meth:`ModelDrafter.select` / :meth:`ModelDrafter.maybe_compact` when rows leave.
+* :meth:`Drafter.prefill` once with the left-padded prompts (and, for drafters
+  with ``needs_target_hidden``, the target's final hidden states of the prompt);
+* :meth:`Drafter.propose` once per cycle: up to ``k`` tokens per row (argmax at
+  temperature 0, else draws whose probabilities the verify op needs to stay
+  lossless; none for a drafter without a distribution) and how many each row has;
+* :meth:`Drafter.rollback` after the verify op: how many drafts each row kept,
+  the token the target emitted after them, the host copy of both, and the
+  target's hidden states of the positions it just read;
+* :meth:`Drafter.select` / :meth:`Drafter.maybe_compact` when rows leave.
 
-Cache invariant (per row, y_1..y_m = prompt + emitted tokens): the draft cache
+Implementations: :class:`ModelDrafter` (a standalone draft model, here),
+:class:`~selfjudge.engine.eagle_drafter.EagleDrafter` (a feature head over the
+target's hidden states) and :class:`~selfjudge.engine.prompt_lookup.PromptLookupDrafter`
+(n-gram matches in the prompt and output, no model).
+
+Cache invariant of :class:`ModelDrafter` (per row, y_1..y_m = prompt + emitted tokens): the draft cache
 holds y_1..y_{m-2} and the pair (y_{m-1}, y_m) is fed next. Keeping the draft one
 token further behind than the target makes the all-accepted (bonus) case free:
 the draft never read d_K, and the next cycle's first forward reads (d_K, bonus)
@@ -26,7 +31,7 @@ import torch
 
 from selfjudge.engine.cache import RaggedCache
 
-__all__ = ["ModelDrafter", "vocab_size", "frequent_token_ids"]
+__all__ = ["Drafter", "ModelDrafter", "TokenHead", "as_drafter", "vocab_size", "frequent_token_ids"]
 
 
 def vocab_size(model) -> int:
@@ -43,7 +48,94 @@ def choose(logits: torch.Tensor, temperature: float, generator) -> tuple[torch.T
     return torch.multinomial(probs, 1, generator=generator).squeeze(1), probs
 
 
-class ModelDrafter:
+class Drafter:
+    """What the engine needs of a drafter (see the module doc for the call order).
+
+    Attributes:
+        vocab_size: the target vocabulary the proposals index.
+        needs_target_hidden: the engine passes the target's final (post-norm) hidden
+            states to :meth:`prefill` and :meth:`rollback` (costs
+            ``output_hidden_states`` on the target's forwards).
+        name: shown in statistics and reports.
+        last_forwards: forwards of the drafter's model in the last :meth:`propose`
+            (0 for a drafter without a model), for the statistics.
+    """
+
+    vocab_size: int
+    needs_target_hidden: bool = False
+    name: str = "drafter"
+    last_forwards: int = 0
+
+    def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
+        """Start a generation: ``input_ids`` [B, P] left-padded prompts (P >= 2), ``valid`` [B, P];
+        ``target_hidden`` [B, P-1, H]: the target's states after each of the first P-1 columns.
+        Returns the number of drafter forwards it ran."""
+        raise NotImplementedError
+
+    def propose(self, num_tokens: int, temperature: float, generator):
+        """Up to ``num_tokens`` drafts per row: ``(ids [B, k'], probs [B, k', V] or None, counts)``,
+        k' <= num_tokens; ``counts`` (host ints per row, or None = k' for every row) says how many
+        of a row's k' columns are real proposals. ``probs`` only when sampling from a distribution."""
+        raise NotImplementedError
+
+    def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
+                 emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:
+        """After the verify op: each row kept its first ``num_accepted`` [B] proposals and the target
+        emitted ``emitted`` [B, 1] after them (``keep_max`` = max(num_accepted) + 1 and
+        ``emitted_host`` = kept drafts + emitted token per row: host copies, no sync needed).
+        ``target_hidden`` [B, k'+1, H]: the target's states after reading its last token and each
+        proposal (valid up to column ``num_accepted``)."""
+        raise NotImplementedError
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep only batch rows ``rows`` [B'] (finished requests leave)."""
+        raise NotImplementedError
+
+    def maybe_compact(self, min_columns: int) -> None:
+        """Optional housekeeping when rows have left (e.g. compact a ragged cache)."""
+
+
+class TokenHead:
+    """Tokens from final hidden states through an LM head, optionally restricted to a sub-vocabulary.
+
+    ``weight`` [V or Vd, H] (and ``bias``) are the head's rows for ``vocab_ids`` [Vd]
+    (None = the full vocabulary of ``vocab`` tokens). Sampling returns probabilities
+    scattered back to the full vocabulary: the q the verify op sees.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, vocab_ids: torch.Tensor | None, vocab: int):
+        self.weight, self.bias, self.vocab_ids, self.vocab = weight, bias, vocab_ids, int(vocab)
+
+    @classmethod
+    def from_module(cls, head: torch.nn.Module, vocab: int, device, draft_vocab: torch.Tensor | None = None):
+        """The head of an LM (``get_output_embeddings()``), restricted to ``draft_vocab`` if given, or to
+        the sub-vocabulary of a head :func:`selfjudge.models.draft.restrict_head` already restricted."""
+        bias = getattr(head, "bias", None)
+        if draft_vocab is not None:
+            ids = torch.as_tensor(draft_vocab, dtype=torch.long).flatten().unique()
+            if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab:
+                raise ValueError(f"draft_vocab must be non-empty token ids in [0, {vocab})")
+            if hasattr(head, "vocab_ids"):
+                raise ValueError("draft_vocab: this draft's LM head is already restricted to a sub-vocabulary")
+            ids = ids.to(device)
+            return cls(head.weight.detach()[ids].contiguous(), None if bias is None else bias.detach()[ids], ids, vocab)
+        if hasattr(head, "vocab_ids"):
+            return cls(head.weight.detach(), None, head.vocab_ids.to(device), vocab)
+        return cls(head.weight.detach(), None if bias is None else bias.detach(), None, vocab)
+
+    def choose(self, hidden: torch.Tensor, temperature: float, generator):
+        """Token [B] (and probs [B, V] when sampling) from final hidden states [B, H]."""
+        logits = torch.nn.functional.linear(hidden, self.weight, self.bias)  # [B, V or Vd]
+        sub, probs = choose(logits, temperature, generator)
+        if self.vocab_ids is None:
+            return sub, probs
+        token = self.vocab_ids[sub]
+        if probs is not None:  # scatter the subset distribution back to the full vocabulary
+            probs = probs.new_zeros(probs.shape[0], self.vocab).index_copy_(1, self.vocab_ids, probs)
+        return token, probs
+
+
+class ModelDrafter(Drafter):
     """A standalone draft model behind the propose seam (see module doc).
 
     Args:
@@ -55,39 +147,29 @@ class ModelDrafter:
             :func:`selfjudge.models.draft.restrict_head`.
     """
 
+    name = "model"
+
     def __init__(self, model, device: torch.device, draft_vocab: torch.Tensor | None = None):
         self.model = model.eval()
         self.device = device
-        self.vocab = vocab_size(model)
+        self.vocab_size = vocab_size(model)
         head = model.get_output_embeddings()
-        self.vocab_ids = None  # [Vd] the sub-vocabulary, or None
-        self._head = None  # (weight [Vd, H], bias [Vd] | None) applied to the final hidden state
-        if draft_vocab is not None:
-            ids = torch.as_tensor(draft_vocab, dtype=torch.long).flatten().unique()
-            if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= self.vocab:
-                raise ValueError(f"draft_vocab must be non-empty token ids in [0, {self.vocab})")
-            if hasattr(head, "vocab_ids"):
-                raise ValueError("draft_vocab: this draft's LM head is already restricted to a sub-vocabulary")
-            self.vocab_ids = ids.to(device)
-            bias = getattr(head, "bias", None)
-            self._head = (head.weight.detach()[self.vocab_ids].contiguous(),
-                          None if bias is None else bias.detach()[self.vocab_ids])
-        elif hasattr(head, "vocab_ids"):
-            # a head restricted by selfjudge.models: use its sub-vocabulary logits directly
-            # instead of the min-filled [B, V] logits it returns
-            self.vocab_ids = head.vocab_ids.to(device)
-            self._head = (head.weight.detach(), None)
+        self._head = None  # a TokenHead when the head is restricted: the model then runs without its head
+        if draft_vocab is not None or hasattr(head, "vocab_ids"):
+            self._head = TokenHead.from_module(head, self.vocab_size, device, draft_vocab)
         self._cache: RaggedCache | None = None
         self._next: torch.Tensor | None = None  # [B, 2] the pair (y_{m-1}, y_m) fed next
         self._next_valid: torch.Tensor | None = None  # [B, 2] bool (padding of a 1-token prompt) or None
         self._proposed: torch.Tensor | None = None  # [B, k] the last proposal
 
-    # ------------------------------------------------------------------ seam
-    def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor) -> int:
-        """Start a generation from left-padded prompts ``input_ids`` [B, P] (``valid`` [B, P] bool,
-        P >= 2); returns the number of draft forwards it ran."""
+    @property
+    def vocab_ids(self) -> torch.Tensor | None:
+        """``[Vd]`` the sub-vocabulary the draft proposes from (None: the full vocabulary)."""
+        return self._head.vocab_ids if self._head is not None else None
+
+    def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
         B, P = input_ids.shape
-        self._cache = RaggedCache(self.model, B, self.device, decoder_only=self.vocab_ids is not None)
+        self._cache = RaggedCache(self.model, B, self.device, decoder_only=self._head is not None)
         forwards = 0
         if P > 2:
             self._cache.feed(input_ids[:, : P - 2], valid[:, : P - 2])
@@ -95,24 +177,26 @@ class ModelDrafter:
         self._next, self._next_valid = input_ids[:, P - 2 :], valid[:, P - 2 :]
         return forwards
 
-    def propose(self, num_tokens: int, temperature: float, generator) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``num_tokens`` draft tokens per row, one forward each: ``(ids [B, k], probs [B, k, V] or None)``
-        (probabilities only when sampling; they are the q the verify op tests against)."""
+    def propose(self, num_tokens: int, temperature: float, generator):
+        """``num_tokens`` draft tokens per row, one forward each."""
         tokens, probs = [], []
         x, x_valid = self._next, self._next_valid
         for _ in range(num_tokens):
             out = self._cache.feed(x, x_valid)
-            token, p = self._choose(out, temperature, generator)
+            if self._head is None:
+                token, p = choose(out.logits[:, -1], temperature, generator)
+            else:
+                token, p = self._head.choose(out.last_hidden_state[:, -1], temperature, generator)
             tokens.append(token)
             if p is not None:
                 probs.append(p)
             x, x_valid = token[:, None], None
         self._proposed = torch.stack(tokens, 1)  # [B, k]
-        return self._proposed, (torch.stack(probs, 1) if probs else None)
+        self.last_forwards = num_tokens
+        return self._proposed, (torch.stack(probs, 1) if probs else None), None
 
-    def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor) -> None:
-        """Keep each row's first ``num_accepted`` [B] proposals; ``emitted`` [B, 1] is the token the
-        target emitted after them. ``keep_max`` = max(num_accepted) + 1 as a host int (no sync)."""
+    def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
+                 emitted_host: list[list[int]] | None = None, target_hidden: torch.Tensor | None = None) -> None:
         k = self._proposed.shape[1]
         self._cache.rollback(num_accepted + 1, k + 1, keep_max)
         fed = torch.cat([self._next[:, 1:], self._proposed], 1)  # [B, k+1] y_m, d_1..d_k
@@ -120,28 +204,22 @@ class ModelDrafter:
         self._next, self._next_valid = torch.cat([previous, emitted], 1), None
 
     def select(self, rows: torch.Tensor) -> None:
-        """Keep only batch rows ``rows`` [B'] (finished requests leave)."""
         self._cache.select(rows)
         self._next = self._next[rows]
         if self._next_valid is not None:
             self._next_valid = self._next_valid[rows]
 
     def maybe_compact(self, min_columns: int) -> None:
-        """Compact the cache when at least ``min_columns`` and a quarter of it can be reclaimed (host sync)."""
         self._cache.maybe_compact(min_columns)
 
-    # ------------------------------------------------------------------ helpers
-    def _choose(self, out, temperature: float, generator):
-        """Draft token [B] (and probs [B, V] when sampling) from one forward's output."""
-        if self.vocab_ids is None:
-            return choose(out.logits[:, -1], temperature, generator)
-        weight, bias = self._head
-        logits = torch.nn.functional.linear(out.last_hidden_state[:, -1], weight, bias)  # [B, Vd]
-        sub, probs = choose(logits, temperature, generator)
-        token = self.vocab_ids[sub]
-        if probs is not None:  # scatter the subset distribution back to the full vocabulary
-            probs = probs.new_zeros(probs.shape[0], self.vocab).index_copy_(1, self.vocab_ids, probs)
-        return token, probs
+
+def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = None) -> Drafter:
+    """A :class:`Drafter` as it is, or a Hugging Face causal LM wrapped in a :class:`ModelDrafter`."""
+    if isinstance(draft, Drafter):
+        if draft_vocab is not None:
+            raise ValueError("draft_vocab applies to a draft model; give the drafter its own sub-vocabulary")
+        return draft
+    return ModelDrafter(draft, device, draft_vocab)
 
 
 def frequent_token_ids(tokenizer, texts, n: int, always=None) -> torch.Tensor:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from selfjudge.engine.cache import RaggedCache
-from selfjudge.engine.drafter import ModelDrafter, choose, frequent_token_ids, vocab_size  # noqa: F401 (re-export)
+from selfjudge.engine.drafter import Drafter, as_drafter, choose, frequent_token_ids, vocab_size  # noqa: F401
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.stats import GenerationStats
 from selfjudge.models.generation import eos_token_ids
@@ -72,8 +72,10 @@ class SpeculativeEngine:
 
     Args:
         target: Hugging Face causal LM whose distribution is reproduced.
-        draft: smaller causal LM with the same vocabulary (unused by
-            ``policy="autoregressive"``; may then be None).
+        draft: a :class:`~selfjudge.engine.drafter.Drafter` (e.g. an EAGLE head or
+            prompt lookup), or a smaller causal LM with the same vocabulary (wrapped in a
+            :class:`~selfjudge.engine.drafter.ModelDrafter`); unused by
+            ``policy="autoregressive"`` (may then be None).
         tokenizer: tokenizer shared by both (needed for string prompts, ``text``,
             stop strings and ``chat=True``); may be None for token-id prompts.
         num_draft_tokens: K, drafts per cycle.
@@ -122,26 +124,30 @@ class SpeculativeEngine:
         if int(num_draft_tokens) < 1 and self.policy.uses_draft:
             raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
         if self.policy.uses_draft and draft is None:
-            raise ValueError(f"policy {self.policy.name!r} needs a draft model")
-        if draft is not None and vocab_size(target) != vocab_size(draft):
-            raise ValueError(f"draft vocabulary ({vocab_size(draft)}) must equal the target's ({vocab_size(target)})")
+            raise ValueError(f"policy {self.policy.name!r} needs a draft model or a drafter")
         if draft_vocab is not None and draft is None:
             raise ValueError("draft_vocab needs a draft model")
         self.target = target.eval()
-        self.draft = draft.eval() if draft is not None else None
+        self.device = next(target.parameters()).device
+        self.drafter = as_drafter(draft, self.device, draft_vocab) if draft is not None else None
+        if self.drafter is not None and self.drafter.vocab_size != vocab_size(target):
+            raise ValueError(f"draft vocabulary ({self.drafter.vocab_size}) must equal the target's ({vocab_size(target)})")
+        self.draft = draft
         self.tokenizer = tokenizer
         self.K = int(num_draft_tokens)
         self.verify_backend = verify_backend
         self.compact_min_columns = int(compact_min_columns)
         self.eos_token_ids = eos_token_ids(target, tokenizer, eos_token_id)
-        self.device = next(target.parameters()).device
         self.last_batch_stats = GenerationStats()
-        self.drafter = ModelDrafter(draft, self.device, draft_vocab) if draft is not None else None
 
     @property
     def draft_vocab(self) -> torch.Tensor | None:
         """``[Vd]`` token ids the draft may propose (None: the full vocabulary)."""
-        return self.drafter.vocab_ids if self.drafter is not None else None
+        return getattr(self.drafter, "vocab_ids", None)
+
+    @property
+    def _drafter_needs_hidden(self) -> bool:
+        return self.policy.uses_draft and self.drafter.needs_target_hidden
 
     # ------------------------------------------------------------------ inputs
     def _encode(self, prompts, chat: bool) -> list[list[int]]:
@@ -229,8 +235,12 @@ class SpeculativeEngine:
             ids[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
             valid[b, P - len(p):] = True
         batch = _Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
-        batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1])
-        draft_forwards = self.drafter.prefill(ids, valid) if self.policy.uses_draft else 0
+        needs_hidden = self._drafter_needs_hidden
+        out = batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1], output_hidden_states=needs_hidden)
+        draft_forwards = 0
+        if self.policy.uses_draft:
+            hidden = out.hidden_states[-1] if needs_hidden else None  # [B, P-1, H]
+            draft_forwards = self.drafter.prefill(ids, valid, target_hidden=hidden)
         seconds = timer.lap()
         batch.totals.add_times(prefill=seconds)
         for s in batch.stats:
@@ -246,51 +256,64 @@ class SpeculativeEngine:
             num_draft = [0] * len(remaining)
         else:  # a cycle emits at most drafts + 1 tokens: max_new_tokens is never exceeded
             num_draft = [min(self.K, rem - 1) for rem in remaining]
-        if max(num_draft) == 0:
+        if max(num_draft) == 0:  # every row needs exactly one more token: they all finish now
             return self._target_step(batch, run)
         cycle = _Cycle(num_draft)
         draft_ids, draft_probs = self._propose(batch, cycle, run)
-        logits, hidden, fed = self._score(batch, cycle, draft_ids)
-        self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden, fed)
+        if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no row has a proposal (prompt lookup)
+            return self._target_step(batch, run, cycle)
+        logits, hidden = self._score(batch, cycle, draft_ids)
+        self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
         return cycle
 
-    def _target_step(self, batch: "_Batch", run: "_Run") -> "_Cycle":
-        """One plain target step (autoregressive policy, or every row needs exactly one token)."""
-        cycle = _Cycle([0] * len(batch.rows))
-        out = batch.target_cache.feed(batch.target_next)
+    def _target_step(self, batch: "_Batch", run: "_Run", cycle: "_Cycle | None" = None) -> "_Cycle":
+        """One plain target step: the autoregressive policy, rows that need exactly one token, or a
+        cycle whose drafter proposed nothing (``cycle`` given: the drafter is told what was emitted)."""
+        tell_drafter = cycle is not None
+        cycle = cycle or _Cycle([0] * len(batch.rows))
+        cycle.num_draft = [0] * len(batch.rows)
+        needs_hidden = tell_drafter and self.drafter.needs_target_hidden
+        out = batch.target_cache.feed(batch.target_next, output_hidden_states=needs_hidden)
         token, _ = choose(out.logits[:, -1], run.temperature, run.generator)  # [B]
         cycle.seconds["target"] = batch.timer.lap()
         cycle.emitted = [[t] for t in token.tolist()]
         cycle.sources = [["target"] for _ in batch.rows]
         batch.target_next = token[:, None]
+        if tell_drafter:
+            none_kept = torch.zeros(len(batch.rows), dtype=torch.long, device=self.device)
+            self.drafter.rollback(none_kept, 1, batch.target_next, cycle.emitted,
+                                  target_hidden=out.hidden_states[-1] if needs_hidden else None)
         return cycle
 
     def _propose(self, batch: "_Batch", cycle: "_Cycle", run: "_Run"):
-        """Step 2: the drafter proposes k = max(num_draft) tokens per row (the seam for other drafters)."""
-        draft_ids, draft_probs = self.drafter.propose(cycle.k, run.temperature, run.generator)  # [B, k], [B, k, V]
-        cycle.draft_forwards = cycle.k
+        """Step 2: the drafter proposes up to k = max(num_draft) tokens per row (the drafter seam)."""
+        draft_ids, draft_probs, counts = self.drafter.propose(cycle.k, run.temperature, run.generator)  # [B, k']
+        if counts is not None:
+            cycle.num_draft = [min(n, c) for n, c in zip(cycle.num_draft, counts)]
+        cycle.draft_forwards = self.drafter.last_forwards
         cycle.seconds["draft"] = batch.timer.lap()
         return draft_ids, draft_probs
 
     def _score(self, batch: "_Batch", cycle: "_Cycle", draft_ids: torch.Tensor):
-        """Step 3: one target forward over [last token, d_1..d_k]: logits [B, k+1, V], hidden [B, k, H] or None."""
-        fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k+1]
-        needs_hidden = self.policy.needs_hidden
-        out = batch.target_cache.feed(fed, logits_to_keep=cycle.k + 1, output_hidden_states=needs_hidden)
-        hidden = out.hidden_states[-1][:, 1:] if needs_hidden else None
+        """Step 3: one target forward over [last token, d_1..d_k']: logits [B, k'+1, V] and, when the
+        policy or the drafter needs them, the final hidden states of those positions [B, k'+1, H]."""
+        fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
+        needs_hidden = self.policy.needs_hidden or self._drafter_needs_hidden
+        out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
         cycle.seconds["target"] = batch.timer.lap()
-        return out.logits, hidden, fed
+        return out.logits, (out.hidden_states[-1] if needs_hidden else None)
 
-    def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden, fed) -> None:
+    def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden) -> None:
         """Step 4: verify, bring the emitted ids home (the cycle's one host sync), roll both caches back."""
         from selfjudge.kernels import verify
 
-        k = cycle.k
+        k = draft_ids.shape[1]
         num = None
         if min(cycle.num_draft) < k:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
+        judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
-                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, hidden))
+                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]
@@ -301,7 +324,8 @@ class SpeculativeEngine:
         keep_max = max(accepted) + 1
         batch.target_cache.rollback(v.num_accepted + 1, k + 1, keep_max)
         emitted = v.output_token_ids.gather(1, v.num_accepted[:, None])  # [B, 1]
-        self.drafter.rollback(v.num_accepted, keep_max, emitted)
+        self.drafter.rollback(v.num_accepted, keep_max, emitted, cycle.emitted,
+                              target_hidden=hidden if self.drafter.needs_target_hidden else None)
         batch.target_next = emitted
 
     def _retire(self, batch: "_Batch", cycle: "_Cycle", run: "_Run") -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 __all__ = ["GenerationStats", "aggregate_stats"]
 
@@ -40,6 +40,9 @@ class GenerationStats:
             ``time_other`` is cycle time outside the forwards and the verify op
             (cache rollback, bookkeeping, the one host sync, detokenising).
         finish_reason: "eos", "stop", "length" (or "" while running / aggregated).
+        position_drafted, position_accepted: per draft position i (0-based), how many
+            cycles proposed a token there and how many kept it (the per-position
+            acceptance rate vLLM logs: :attr:`acceptance_by_position`).
     """
 
     new_tokens: int = 0
@@ -57,11 +60,23 @@ class GenerationStats:
     time_verify: float = 0.0
     time_other: float = 0.0
     finish_reason: str = ""
+    position_drafted: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
 
     @property
     def mean_accepted_length(self) -> float:
         """The paper's m: (accepted drafts + cycles) / cycles (0 if no cycle ran)."""
         return (self.accepted_tokens + self.cycles) / self.cycles if self.cycles else 0.0
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        """Fraction of the cycles that proposed a token at draft position i which kept it."""
+        return [a / d if d else 0.0 for a, d in zip(self.position_accepted, self.position_drafted)]
+
+    @property
+    def draft_seconds_per_cycle(self) -> float:
+        """Wall seconds of drafting per verification cycle (0 if no cycle ran)."""
+        return self.time_draft / self.cycles if self.cycles else 0.0
 
     @property
     def acceptance_rate(self) -> float:
@@ -89,6 +104,8 @@ class GenerationStats:
         self.accepted_tokens += len(sources) - 1
         self.align_accepted += sources.count("draft")
         self.judge_accepted += sources.count("judge")
+        _add_counts(self.position_drafted, [1] * num_drafted)
+        _add_counts(self.position_accepted, [1] * (len(sources) - 1))
 
     def record_batched_cycle(self, num_rows: int, draft_forwards: int) -> None:
         """Count one batched cycle (one target forward) that ``num_rows`` requests took part in."""
@@ -109,15 +126,29 @@ class GenerationStats:
     def add(self, other: "GenerationStats") -> None:
         """Accumulate ``other`` into ``self`` (counters and times)."""
         for f in fields(self):
-            if f.name != "finish_reason":
+            if f.name == "finish_reason":
+                continue
+            if f.name.startswith("position_"):
+                _add_counts(getattr(self, f.name), getattr(other, f.name))
+            else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["mean_accepted_length"] = self.mean_accepted_length
         d["acceptance_rate"] = self.acceptance_rate
+        d["acceptance_by_position"] = self.acceptance_by_position
+        d["draft_seconds_per_cycle"] = self.draft_seconds_per_cycle
         d["wall_time"] = self.wall_time
         return d
+
+
+def _add_counts(total: list[int], more: list[int]) -> None:
+    """``total[i] += more[i]`` in place, growing ``total`` as needed."""
+    if len(total) < len(more):
+        total.extend([0] * (len(more) - len(total)))
+    for i, n in enumerate(more):
+        total[i] += n
 
 
 def aggregate_stats(stats: list[GenerationStats]) -> GenerationStats:

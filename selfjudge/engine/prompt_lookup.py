@@ -1,0 +1,79 @@
+"""Prompt lookup: draft by copying what followed the last n-gram where it appeared before.
+
+As Hugging Face's ``prompt_lookup_num_tokens`` and vLLM's ``ngram`` proposer: for
+each row, take the last ``n`` tokens of prompt + output (``n`` from ``max_ngram``
+down to ``min_ngram``); if that n-gram occurred earlier, propose the tokens that
+followed its most recent earlier occurrence (at most ``k``). No model runs, the
+draft has no distribution (``draft_probs=None``: the verify op treats it as
+one-hot, so standard sampling stays lossless), and a row with no match proposes
+nothing, which costs nothing: when no row has a proposal the engine takes a plain
+target step.
+
+Input-grounded generations (summaries, code edits, quotes, answers that repeat
+the question's numbers) are where it pays; on free text it mostly proposes nothing.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from selfjudge.engine.drafter import Drafter
+
+__all__ = ["PromptLookupDrafter", "lookup"]
+
+
+def lookup(history: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
+    suffix n-gram of ``history`` (``min_ngram <= n <= max_ngram``); [] without a match."""
+    L = len(history)
+    for n in range(min(max_ngram, L - 1), min_ngram - 1, -1):
+        suffix = history[L - n:]
+        for start in range(L - n - 1, -1, -1):  # most recent earlier occurrence first
+            if history[start:start + n] == suffix:
+                return history[start + n:start + n + k]
+    return []
+
+
+class PromptLookupDrafter(Drafter):
+    """The n-gram drafter (see module doc).
+
+    Args:
+        vocab_size: the target's vocabulary size.
+        max_ngram, min_ngram: the n-gram lengths tried, longest first (vLLM's
+            ``prompt_lookup_max`` / ``prompt_lookup_min``; Hugging Face matches
+            ``max_matching_ngram_size`` = 2 by default).
+    """
+
+    name = "prompt-lookup"
+
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= int(min_ngram) <= int(max_ngram):
+            raise ValueError(f"min_ngram and max_ngram must satisfy 1 <= min_ngram <= max_ngram, "
+                             f"got {min_ngram}, {max_ngram}")
+        self.vocab_size = int(vocab_size)
+        self.max_ngram, self.min_ngram = int(max_ngram), int(min_ngram)
+        self._history: list[list[int]] = []  # per row: prompt + emitted tokens
+        self._device = None
+
+    def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
+        self._device = input_ids.device
+        self._history = [[t for t, ok in zip(row, mask) if ok]
+                         for row, mask in zip(input_ids.tolist(), valid.tolist())]
+        return 0
+
+    def propose(self, num_tokens: int, temperature: float, generator):
+        found = [lookup(h, num_tokens, self.max_ngram, self.min_ngram) for h in self._history]
+        width = max((len(f) for f in found), default=0)
+        ids = torch.zeros(len(found), width, dtype=torch.long)  # [B, k'] padded with 0 past each row's count
+        for b, f in enumerate(found):
+            ids[b, : len(f)] = torch.tensor(f, dtype=torch.long)
+        self.last_forwards = 0
+        return ids.to(self._device), None, [len(f) for f in found]
+
+    def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
+                 emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:
+        for history, new in zip(self._history, emitted_host):
+            history.extend(new)
+
+    def select(self, rows: torch.Tensor) -> None:
+        self._history = [self._history[r] for r in rows.tolist()]
