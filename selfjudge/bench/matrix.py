@@ -113,8 +113,10 @@ class HFGenerate:
 
 
 def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: dict[str, Any],
-                  protected_token_ids=None) -> dict[str, Any]:
-    """One engine per configuration; ``protected_token_ids`` go to the judge configurations."""
+                  protected_token_ids=None, drafter=None) -> dict[str, Any]:
+    """One engine per configuration; ``protected_token_ids`` go to the judge configurations.
+    ``drafter`` (default: the ``draft`` model) drafts for the speculative configurations; Hugging
+    Face's assisted generation always uses the ``draft`` model."""
     from selfjudge.engine import SpeculativeEngine
 
     engines = {}
@@ -124,7 +126,7 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
             continue
         engines[c.key] = SpeculativeEngine(
             target,
-            draft if c.policy != "autoregressive" else None,
+            (drafter if drafter is not None else draft) if c.policy != "autoregressive" else None,
             tokenizer,
             num_draft_tokens=max(c.K, 1),
             policy=c.policy,

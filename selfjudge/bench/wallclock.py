@@ -62,6 +62,8 @@ class MatrixSpec:
     selfjudge_verifier: str | None = None  # None: the shipped one, per task
     autojudge_verifier: str | None = None  # None: the shipped GSM8K one
     protect_digits: bool = False  # judges may not accept or replace digit tokens
+    drafter: str = "model"  # "model" (the pair's draft), "eagle" (eagle_dir) or "prompt-lookup"
+    eagle_dir: str | None = None
     hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
     threads: int = 1
     out: Path = Path("bench/results/wallclock")
@@ -152,7 +154,10 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     from selfjudge.models import load_pair
     from selfjudge.tasks import load_task
 
+    from selfjudge.engine.drafters import make_drafter
+
     target, draft, tok = load_pair(spec.pair)
+    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir)
     hidden = int(target.config.hidden_size)
     (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
 
@@ -192,7 +197,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         examples = task.examples("eval", limit=spec.limit)
         prompts = [task.build_prompt(tok, ex) for ex in examples]
         max_new = spec.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
-        engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected)
+        engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected,
+                                drafter=drafter)
         for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
             engines[c.key].generate(prompts[:1], max_new_tokens=4)
         t_block = time.perf_counter()
@@ -200,6 +206,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         block = {
             "task": task_name, "batch": b, "max_new_tokens": max_new, "split": "eval",
             "prompt_ids": [ex.prompt_id for ex in examples], "verifiers": paths, "command": command,
+            "drafter": spec.drafter, "eagle_dir": spec.eagle_dir,
             "protected_token_ids": protected,
             "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
         }

@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "selfjudge.cli.autojudge_label",
     "selfjudge.cli.train",
     "selfjudge.cli.distill_draft",
+    "selfjudge.cli.train_eagle",
     "selfjudge.cli.bench",
     "selfjudge.cli.report",
 )

@@ -35,6 +35,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
+    ap.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                    help="what drafts for the speculative configurations (HF assisted always uses the draft model)")
+    ap.add_argument("--eagle", dest="eagle_dir", default=None, help="EAGLE head folder for --drafter eagle")
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
@@ -51,7 +54,7 @@ def spec_from_args(args: argparse.Namespace):
 
     fields = {k: getattr(args, k) for k in (
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
-        "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "hf_baselines",
+        "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
         "threads", "out", "force", "estimate_only")}
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])

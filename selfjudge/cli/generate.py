@@ -18,6 +18,9 @@ def register(subparsers) -> None:
     p.add_argument("--pair", default="smollm2-135m")
     p.add_argument("--policy", default="standard", choices=["autoregressive", "standard", "topk", "judge"])
     p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
+    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                   help="the pair's draft model, an EAGLE head (--eagle DIR) or prompt lookup (no model)")
+    p.add_argument("--eagle", default=None, help="EAGLE head folder (config.json + safetensors) for --drafter eagle")
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--verifier", default=None, help="verifier .safetensors for --policy judge")
     p.add_argument("--threshold", default=None, help="threshold name (F, R, ...) or logit value")
@@ -31,6 +34,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from selfjudge.engine import SpeculativeEngine
+    from selfjudge.engine.drafters import make_drafter
     from selfjudge.models import load_pair
 
     if args.policy == "judge" and args.verifier is None:
@@ -41,8 +45,9 @@ def run(args) -> int:
         from selfjudge.judge import load_verifier
 
         verifier = load_verifier(args.verifier, expect_hidden_size=target.config.hidden_size)
+    drafter = make_drafter(args.drafter, target, draft, eagle_dir=args.eagle)
     engine = SpeculativeEngine(
-        target, draft, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
+        target, drafter, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
         threshold=parse_threshold(args.threshold), top_k=args.top_k,
     )
     results = engine.generate(

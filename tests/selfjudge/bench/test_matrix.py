@@ -155,3 +155,16 @@ def test_headline_lists_the_named_configurations_of_every_block():
     assert "| toy | 1 | target-only | 10.00 | 1.00 | – | 1.00 | 1.000 | 0.000 |" in md
     assert "| toy | 1 | SelfJudge-F | 12.00 | 1.20 | 1.90 | 2.00 | 0.500 | 0.000 |" in md
     assert "13.00" not in md  # K = 8 row left out
+
+
+def test_engines_draft_with_the_given_drafter(tiny):
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    cfgs = wm.make_configs([3], [], {}, [], [], [])
+    engines = wm.build_engines(target, draft, tok, cfgs, {}, drafter=PromptLookupDrafter(len(tok)))
+    assert isinstance(engines["standard@K3"].drafter, PromptLookupDrafter)
+    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)],
+                        prompts[:2], 1, 6, progress=False)
+    by = {r["name"]: r for r in rows}
+    assert by["standard"]["same_tokens_as_target_only"] and by["standard"]["fidelity"] == 1.0

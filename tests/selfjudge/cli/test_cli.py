@@ -17,7 +17,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_every_subcommand_is_registered():
     names = set(build_parser()._subparsers._group_actions[0].choices)
-    assert names == {"demo", "generate", "label", "autojudge-label", "train", "distill-draft", "bench", "report"}
+    assert names == {"demo", "generate", "label", "autojudge-label", "train", "distill-draft", "train-eagle", "bench",
+                     "report"}
 
 
 def test_argument_error_is_one_line_with_status_2():
@@ -65,3 +66,17 @@ def test_parse_threshold():
 def test_help_exits_zero(args):
     res = run_cli(*args)
     assert res.returncode == 0 and "usage:" in res.stdout
+
+
+@pytest.mark.default_pair
+def test_generate_with_prompt_lookup_on_the_default_pair():
+    import json
+
+    res = run_cli("generate", "--drafter", "prompt-lookup", "--max-new-tokens", "12", "--json",
+                  "--prompt", "Repeat after me: one two three four, one two three four")
+    assert res.returncode == 0, res.stderr[-2000:]
+    line = json.loads(res.stdout.strip().splitlines()[-1])
+    assert 0 < len(line["token_ids"]) <= 12 and line["stats"]["draft_forwards"] == 0
+    same = run_cli("generate", "--policy", "autoregressive", "--max-new-tokens", "12", "--json",
+                   "--prompt", "Repeat after me: one two three four, one two three four")
+    assert json.loads(same.stdout.strip().splitlines()[-1])["token_ids"] == line["token_ids"]  # lossless
