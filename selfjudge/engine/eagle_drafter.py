@@ -51,6 +51,8 @@ class EagleDrafter(Drafter):
         self._cache: RaggedCache | None = None
         self._pending: tuple | None = None  # (tokens [B, S], features [B, S, H], valid [B, S], last [B])
         self._speculative = 0  # entries the last proposal appended beyond the real ones
+        self._last_proposal: torch.Tensor | None = None  # [B, k] the drafts of the last proposal
+        self._stateless: list[bool] | None = None  # host: rows with no target state yet (None: none)
 
     @property
     def vocab_ids(self) -> torch.Tensor | None:
@@ -62,14 +64,16 @@ class EagleDrafter(Drafter):
         B, P = input_ids.shape
         self._cache = RaggedCache(self.head, B, self.device, decoder_only=True)
         # entry j = (f_j, x_{j+1}) for the P-1 columns the target read; real only where both tokens are
-        self._set_pending(input_ids[:, 1:], target_hidden, valid[:, :-1] & valid[:, 1:])
+        entry_valid = valid[:, :-1] & valid[:, 1:]
+        self._set_pending(input_ids[:, 1:], target_hidden, entry_valid)
+        stateless = (~entry_valid.any(1)).tolist()  # one-token prompts (one host read, at prefill only)
+        self._stateless = stateless if any(stateless) else None
         self._speculative = 0
         return 0
 
     def propose(self, num_tokens: int, temperature: float, generator):
         tokens, features, entry_valid, last = self._pending
         B = tokens.shape[0]
-        have = entry_valid.any(1)  # [B] rows with an entry (not a one-token prompt's first cycle)
         out = self._cache.feed(tokens, entry_valid, features=features)
         predicted = out.last_hidden_state[torch.arange(B, device=self.device), last]  # [B, H] f̂ of y_m
         self._pending = None
@@ -86,9 +90,9 @@ class EagleDrafter(Drafter):
         self.last_forwards = num_tokens
         ids = torch.stack(drafts, 1)  # [B, k]
         self._last_proposal = ids
-        counts = None
-        if not bool(have.all()):  # host sync only while a one-token prompt has no state yet
-            counts = [num_tokens if h else 0 for h in have.tolist()]
+        counts = None  # a row without a target state yet (one-token prompt) proposes nothing this cycle
+        if self._stateless is not None:
+            counts = [0 if none else num_tokens for none in self._stateless]
         return ids, (torch.stack(probs, 1) if probs else None), counts
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
@@ -106,6 +110,7 @@ class EagleDrafter(Drafter):
         tokens = torch.cat([proposed, torch.zeros_like(emitted)], 1).scatter(1, num_accepted[:, None], emitted)
         entry_valid = torch.arange(width, device=self.device)[None, :] <= num_accepted[:, None]  # [B, k'+1]
         self._set_pending(tokens, target_hidden, entry_valid)
+        self._stateless = None  # every row has read at least one target state now
 
     def select(self, rows: torch.Tensor) -> None:
         self._cache.select(rows)
@@ -113,13 +118,13 @@ class EagleDrafter(Drafter):
             self._pending = tuple(t[rows] for t in self._pending)
         if self._last_proposal is not None:
             self._last_proposal = self._last_proposal[rows]
+        if self._stateless is not None:
+            self._stateless = [self._stateless[r] for r in rows.tolist()]
 
     def maybe_compact(self, min_columns: int) -> None:
         self._cache.maybe_compact(min_columns)
 
     # ------------------------------------------------------------------ helpers
-    _last_proposal: torch.Tensor | None = None
-
     def _set_pending(self, tokens, features, entry_valid) -> None:
         """Entries to feed before the next proposal; ``last`` [B] is each row's last real entry."""
         index = torch.arange(tokens.shape[1], device=self.device)

@@ -1,0 +1,152 @@
+"""Drafters side by side on the default pair: agreement, draft cost, m and tokens/s of standard greedy SD.
+
+    python bench/measure_drafters.py --eagle runs/eagle-smollm2/export --text runs/eagle-smollm2/heldout-text.jsonl \
+        --prompts 3 --max-new-tokens 128 --ks 2 3 4 --out bench/results/drafters.json
+
+1. First-position greedy agreement with the target on held-out *target-generated* text
+   (the target's greedy responses to val prompts, ``--text``): teacher-forced, the drafter's
+   top-1 at each response position against the target's next token.
+2. Draft cost: one draft decode step against one target decode step (batch 1, ms, median).
+3. Standard greedy SD per drafter and K, batch 1, on GSM8K and ShareGPT evaluation prompts,
+   every configuration interleaved prompt by prompt with target-only decoding: tokens/s,
+   x target-only, m, per-position acceptance. Greedy output must equal target-only's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+
+@torch.no_grad()
+def model_agreement(target, draft, seqs) -> dict:
+    agree = n = 0
+    for ids, start in seqs:
+        x = torch.tensor([ids])
+        t = target(input_ids=x).logits[0, start - 1:-1].argmax(-1)
+        d = draft(input_ids=x).logits[0, start - 1:-1].argmax(-1)
+        agree += int((t == d).sum())
+        n += t.numel()
+    return {"agreement": agree / max(n, 1), "tokens": n}
+
+
+@torch.no_grad()
+def eagle_agreement(target, head, seqs, vocab_ids) -> dict:
+    from selfjudge.models.eagle_train import evaluate, target_features
+
+    recs = [r for s in seqs for r in target_features(target, [s], 0)]
+    return evaluate(head, target.get_output_embeddings().weight.detach(), recs, 0, vocab_ids)
+
+
+@torch.no_grad()
+def step_ms(fn, repeats: int = 15) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--eagle", default=None, help="EAGLE head folder (exported)")
+    ap.add_argument("--text", default=None, help="held-out target-generated text (JSON lines: ids, start)")
+    ap.add_argument("--prompts", type=int, default=3, help="evaluation prompts per task (GSM8K, ShareGPT)")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    from selfjudge.engine import SpeculativeEngine
+    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.models import load_pair
+    from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
+    from selfjudge.tasks import load_task
+
+    target, draft, tok = load_pair("smollm2-135m")
+    result = {"command": "python bench/measure_drafters.py " + " ".join(argv or []), "threads": args.threads}
+    drafters = {"model": draft, "prompt-lookup": make_drafter("prompt-lookup", target)}
+    head = None
+    if args.eagle:
+        head = load_eagle_head(args.eagle, target)
+        drafters["eagle"] = make_drafter("eagle", target, eagle_dir=args.eagle)
+    if args.text:
+        seqs = [(r["ids"], r["start"]) for r in map(json.loads, Path(args.text).read_text().splitlines())]
+        result["agreement"] = {"model": model_agreement(target, draft, seqs)}
+        if head is not None:
+            result["agreement"]["eagle"] = eagle_agreement(target, head, seqs, load_draft_vocab(args.eagle))
+        print(json.dumps(result["agreement"]), flush=True)
+
+    # one decode step: target and drafters at batch 1 after a 64-token context
+    ctx = torch.randint(100, 5000, (1, 64))
+    from transformers import DynamicCache
+
+    def decode(model):
+        cache = DynamicCache(config=model.config)
+        model(input_ids=ctx, cache=cache, use_cache=True)
+        return lambda: model(input_ids=ctx[:, -1:], cache=cache, use_cache=True)
+
+    cost = {"target_ms": step_ms(decode(target)), "model_draft_ms": step_ms(decode(draft))}
+    if head is not None:
+        h = torch.randn(1, 64, target.config.hidden_size)
+        cache = DynamicCache(config=head.config)
+        head(ctx, h, cache=cache, use_cache=True)
+        vocab = load_draft_vocab(args.eagle)
+        W = target.get_output_embeddings().weight if vocab is None else target.get_output_embeddings().weight[vocab]
+
+        def eagle_step():
+            out = head(ctx[:, -1:], h[:, -1:], cache=cache, use_cache=True).last_hidden_state[:, -1]
+            return (out @ W.T).argmax(-1)
+
+        cost["eagle_draft_ms"] = step_ms(eagle_step)
+    result["step_cost"] = cost
+    print(json.dumps(cost), flush=True)
+
+    rows = []
+    for task_name in ("gsm8k", "sharegpt"):
+        task = load_task(task_name)
+        prompts = [task.build_prompt(tok, ex) for ex in task.examples("eval", limit=args.prompts)]
+        engines = {("target-only", 0): SpeculativeEngine(target, None, tok, policy="autoregressive")}
+        for name, d in drafters.items():
+            for K in args.ks:
+                engines[(name, K)] = SpeculativeEngine(target, d, tok, num_draft_tokens=K)
+        for e in engines.values():  # untimed warm-up
+            e.generate(prompts[:1], max_new_tokens=4)
+        acc = {key: {"tokens": 0, "wall": 0.0, "stats": [], "ids": []} for key in engines}
+        for p in prompts:  # interleaved: every configuration on prompt i, then prompt i+1
+            for key, e in engines.items():
+                t0 = time.perf_counter()
+                r = e.generate([p], max_new_tokens=args.max_new_tokens)[0]
+                acc[key]["wall"] += time.perf_counter() - t0
+                acc[key]["tokens"] += len(r.token_ids)
+                acc[key]["stats"].append(r.stats)
+                acc[key]["ids"].append(r.token_ids)
+        from selfjudge.engine import aggregate_stats
+
+        base = acc[("target-only", 0)]
+        for (name, K), a in acc.items():
+            st = aggregate_stats(a["stats"])
+            row = {"task": task_name, "drafter": name, "K": K, "tokens_per_s": a["tokens"] / a["wall"],
+                   "x_target_only": (a["tokens"] / a["wall"]) / (base["tokens"] / base["wall"]),
+                   "m": st.mean_accepted_length if K else 1.0, "acceptance_by_position": st.acceptance_by_position,
+                   "draft_ms_per_cycle": 1000 * st.draft_seconds_per_cycle, "same_as_target_only": a["ids"] == base["ids"]}
+            rows.append(row)
+            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+    result["engine"] = rows
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
