@@ -94,6 +94,12 @@ class Drafter:
     def maybe_compact(self, min_columns: int) -> None:
         """Optional housekeeping when rows have left (e.g. compact a ragged cache)."""
 
+    def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+        """For each response position i, the drafter's first greedy proposal after the true prefix
+        ``prompt + response[:i]`` (None where it would propose nothing): what label miners compare
+        with the target's token to find the mismatches."""
+        raise NotImplementedError
+
 
 class TokenHead:
     """Tokens from final hidden states through an LM head, optionally restricted to a sub-vocabulary.
@@ -211,6 +217,11 @@ class ModelDrafter(Drafter):
 
     def maybe_compact(self, min_columns: int) -> None:
         self._cache.maybe_compact(min_columns)
+
+    def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+        from selfjudge.models.generation import draft_top1
+
+        return draft_top1(self.model, prompt_ids, response_ids)
 
 
 def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = None) -> Drafter:

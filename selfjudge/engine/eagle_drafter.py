@@ -45,6 +45,7 @@ class EagleDrafter(Drafter):
 
     def __init__(self, head, target, draft_vocab: torch.Tensor | None = None):
         self.head = head.eval()
+        self.target = target
         self.device = next(target.parameters()).device
         self.vocab_size = int(target.config.vocab_size)
         self._tokens = TokenHead.from_module(target.get_output_embeddings(), self.vocab_size, self.device, draft_vocab)
@@ -123,6 +124,19 @@ class EagleDrafter(Drafter):
 
     def maybe_compact(self, min_columns: int) -> None:
         self._cache.maybe_compact(min_columns)
+
+    @torch.no_grad()
+    def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+        """One target forward over the text for its features, one head forward over the entries
+        ``(f_j, x_{j+1})``: entry t-2 predicts the token at position t (None for t < 2)."""
+        if not response_ids:
+            return []
+        ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=self.device)  # [1, L]
+        f = self.target.get_decoder()(input_ids=ids).last_hidden_state  # [1, L, H]
+        predicted = self.head(ids[:, 1:-1], f[:, :-2]).last_hidden_state[0]  # [L-2, H]: entry j -> x_{j+2}
+        tokens = self._tokens.choose(predicted, 0.0, None)[0].tolist() if predicted.shape[0] else []
+        p = len(prompt_ids)
+        return [tokens[p + i - 2] if p + i >= 2 else None for i in range(len(response_ids))]
 
     # ------------------------------------------------------------------ helpers
     def _set_pending(self, tokens, features, entry_valid) -> None:

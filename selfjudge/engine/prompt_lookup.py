@@ -77,3 +77,9 @@ class PromptLookupDrafter(Drafter):
 
     def select(self, rows: torch.Tensor) -> None:
         self._history = [self._history[r] for r in rows.tolist()]
+
+    def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+        history = list(prompt_ids) + list(response_ids)
+        p = len(prompt_ids)
+        return [next(iter(lookup(history[: p + i], 1, self.max_ngram, self.min_ngram)), None)
+                for i in range(len(response_ids))]

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 
 from selfjudge.labelling.autojudge_walk import MinedPrompt
-from selfjudge.models.generation import draft_top1
+from selfjudge.models.generation import draft_top1, mismatches
 
 __all__ = ["mine_batch", "last_hidden"]
 
@@ -111,7 +111,7 @@ def mine_batch(
         for b in range(n):
             res, y, z = results[b], ys[b], zs[b]
             while max_labels is None or len(res.labels) < max_labels:
-                i = next((j for j in range(cursors[b], len(y)) if z[j] != y[j]), None)
+                i = next(iter(mismatches(z, y, cursors[b])), None)
                 if i is None:
                     break
                 if label_fraction < 1.0 and rngs[b].random() >= label_fraction:

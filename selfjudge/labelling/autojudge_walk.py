@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from selfjudge.models.generation import crop_cache, draft_top1, greedy_generate, new_cache
+from selfjudge.models.generation import crop_cache, draft_top1, greedy_generate, mismatches, new_cache
 
 __all__ = ["MinedPrompt", "mine_prompt"]
 
@@ -110,7 +110,7 @@ def mine_prompt(
     cursor = 0
     changed = False
     while max_labels is None or len(res.labels) < max_labels:
-        i = next((j for j in range(cursor, len(y)) if z[j] != y[j]), None)
+        i = next(iter(mismatches(z, y, cursor)), None)
         if i is None:
             break
         if label_fraction < 1.0 and rng.random() >= label_fraction:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from selfjudge.models.generation import draft_top1, greedy_responses
+from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
 
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
@@ -128,7 +128,8 @@ def label(
         pair = load_pair(target, draft)
     tgt, drf, tok = pair[0], pair[1], pair[2]
     tgt.eval()
-    drf.eval()
+    if hasattr(drf, "eval"):  # a model (drafters are always in inference mode)
+        drf.eval()
     if max_new_tokens is None:
         max_new_tokens = int(getattr(task, "max_new_tokens", 256))
     draft_id = draft if draft is not None else (f"{target}:draft" if target == DEFAULT_PAIR else None)
@@ -169,8 +170,9 @@ def label(
             y = torch.tensor(r, dtype=torch.long)
             n_tok += len(r)
             ta = time.perf_counter()
-            z = torch.tensor(draft_top1(drf, p, r), dtype=torch.long)
-            mism = torch.nonzero(z != y).flatten()
+            z_list = draft_top1(drf, p, r)  # None where a drafter proposes nothing
+            z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)
+            mism = torch.tensor(mismatches(z_list, r), dtype=torch.long)
             tb = time.perf_counter()
             res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
             tc = time.perf_counter()

@@ -22,6 +22,7 @@ __all__ = [
     "new_cache",
     "crop_cache",
     "draft_top1",
+    "mismatches",
 ]
 
 
@@ -151,9 +152,16 @@ def greedy_generate(
 
 
 @torch.no_grad()
-def draft_top1(draft, prompt_ids: list[int], response_ids: list[int]) -> list[int]:
+def draft_top1(draft, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
     """The draft's teacher-forced top-1 for each response position:
-    ``z_i = argmax D(. | x, y_<i)`` (one forward over ``x + y[:-1]``)."""
+    ``z_i = argmax D(. | x, y_<i)`` (one forward over ``x + y[:-1]``).
+
+    ``draft`` is a causal LM, or a drafter with ``teacher_forced_top1(prompt_ids,
+    response_ids)`` (the engine's EAGLE head and prompt lookup): its first proposal after
+    each true prefix, None where it would propose nothing (never a mismatch).
+    """
+    if hasattr(draft, "teacher_forced_top1"):
+        return draft.teacher_forced_top1(list(prompt_ids), list(response_ids))
     if not response_ids:
         return []
     device = next(draft.parameters()).device
@@ -161,3 +169,8 @@ def draft_top1(draft, prompt_ids: list[int], response_ids: list[int]) -> list[in
     logits = draft(input_ids=ids).logits[0]  # [t, V]
     p = len(prompt_ids)
     return logits[p - 1 : p - 1 + len(response_ids)].argmax(-1).tolist()
+
+
+def mismatches(z: list[int | None], y: list[int], start: int = 0) -> list[int]:
+    """Response positions >= ``start`` where the draft proposed a token (not None) other than y's."""
+    return [i for i in range(start, len(y)) if z[i] is not None and z[i] != y[i]]

@@ -256,3 +256,25 @@ def test_eagle_loss_is_the_formula(target):
         torch.softmax(true @ W.T, -1) * torch.log_softmax(pred @ W.T, -1)).sum(-1).mean()
     torch.testing.assert_close(loss, expect, atol=1e-5, rtol=1e-5)
     assert agree.shape == (pred.shape[0],) and pred.shape[0] == 4 + 2
+
+
+# ------------------------------------------------------------------ label miners take any drafter
+def test_teacher_forced_top1_is_each_drafters_first_proposal(target, trained_head):
+    """What the label miners compare with the target's tokens: the first proposal the drafter
+    makes after each true prefix (checked against a fresh prefill + one proposal)."""
+    from selfjudge.models.generation import draft_top1, mismatches
+
+    head, _, _ = trained_head
+    prompt, response = [5, 7, 9, 11], [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
+    for drafter in (EagleDrafter(head, target), PromptLookupDrafter(V, max_ngram=2)):
+        z = draft_top1(drafter, prompt, response)
+        assert len(z) == len(response)
+        for i in (0, 3, len(response) - 1):
+            text = torch.tensor([prompt + response[:i]])
+            drafter.prefill(text, torch.ones_like(text, dtype=torch.bool),
+                            target_hidden=target_features(target, [(text[0, :-1].tolist(), 0)], 0)[0]["features"]
+                            .float()[None])
+            ids, _, counts = drafter.propose(1, 0.0, None)
+            expect = None if (counts is not None and counts[0] == 0) or ids.shape[1] == 0 else int(ids[0, 0])
+            assert z[i] == expect, (type(drafter).__name__, i)
+        assert mismatches(z, response) == [i for i, (a, b) in enumerate(zip(z, response)) if a is not None and a != b]

@@ -241,3 +241,23 @@ def test_mine_task_batched_writes_the_same_labels(pair, tmp_path):
     with pytest.raises(ValueError, match="batch_size"):
         mine_task(target, draft, FakeTok(), StubTask(), exs, str(tmp_path / "x"), max_new_tokens=20,
                   progress=False, batch_size=0)
+
+
+def test_the_walk_takes_any_drafter(pair):
+    """With a drafter (here prompt lookup) mismatches are its proposals that differ from y; where it
+    proposes nothing there is no label."""
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+    from selfjudge.models.generation import draft_top1
+
+    target, _ = pair
+    drafter = PromptLookupDrafter(32, max_ngram=2)
+    prompt = [5, 9, 5, 9, 5, 9, 17]
+    r = mine_prompt(target, drafter, prompt, parity_same, 20, {EOS})
+    z = draft_top1(drafter, prompt, r.reference_ids)
+    for pos, d in zip(r.positions, r.draft_token_ids):
+        assert d is not None
+    if not any(l for l in r.labels):  # y unchanged: every label sits on a proposal that differs from y
+        assert [p for p in r.positions] == [i for i, (a, b) in enumerate(zip(z, r.reference_ids))
+                                            if a is not None and a != b]
+    silent = PromptLookupDrafter(32, max_ngram=8, min_ngram=8)  # needs an 8-gram repeat: proposes nothing
+    assert mine_prompt(target, silent, [1, 2, 3], parity_same, 12, {EOS}).labels == []
