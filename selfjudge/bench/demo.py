@@ -20,6 +20,7 @@ _log = logging.getLogger(__name__)
 
 
 def _engines(pair: str, k: int, threshold, verifier_path: str | None, target, draft, tokenizer):
+    """The three engines of the demo (``draft``: a draft model or a drafter)."""
     from selfjudge.engine import SpeculativeEngine
     from selfjudge.judge import load_verifier
     from selfjudge.judge.verifier import shipped_verifier_path
@@ -68,7 +69,8 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
 
 def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: int = 128, k: int = 4,
-             threshold: str | float = "R", verifier_path: str | None = None) -> dict:
+             threshold: str | float = "R", verifier_path: str | None = None, drafter: str = "model",
+             eagle_dir: str | None = None) -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
     pieces of the completion with the most judge-only tokens)."""
     import torch
@@ -80,7 +82,10 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     if prompts < 1:
         raise ValueError(f"prompts must be >= 1, got {prompts}")
     t_start = time.time()
+    from selfjudge.engine.drafters import make_drafter
+
     target, draft, tokenizer = load_pair(pair)
+    draft = make_drafter(drafter, target, draft, eagle_dir=eagle_dir)
     engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer)
     task = load_task("gsm8k")
     examples = task.examples("eval", limit=prompts)
@@ -124,7 +129,8 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     best = max(range(len(examples)), key=lambda j: results[judge_name][j].stats.judge_accepted)
     sample = results[judge_name][best]
     return {
-        "pair": pair, "k": k, "max_new_tokens": max_new_tokens, "verifier": verifier_used,
+        "pair": pair, "drafter": drafter, "eagle": eagle_dir, "k": k, "max_new_tokens": max_new_tokens,
+        "verifier": verifier_used,
         "threshold": threshold, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
         "completions": {n: [r.text for r in res] for n, res in results.items()},
         "token_ids": {n: [r.token_ids for r in res] for n, res in results.items()},

@@ -24,6 +24,9 @@ def register(subparsers) -> None:
                    help="walk this many prompts in lock step (batched regenerations; same labels)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
+    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                   help="whose teacher-forced proposals define the mismatches (default: the pair's draft model)")
+    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
     p.set_defaults(func=run)
 
 
@@ -38,6 +41,11 @@ def run(args) -> int:
 
     torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, args.draft)
+    drafter = pair.draft
+    if args.drafter != "model":
+        from selfjudge.engine.drafters import make_drafter
+
+        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle)
     task = load_task(args.task)
     examples = task.examples(args.split, limit=None if args.limit is None else args.offset + args.limit)
     examples = examples[args.offset:]
@@ -50,7 +58,7 @@ def run(args) -> int:
 
     summary = mine_task(
         pair.target,
-        pair.draft,
+        drafter,
         pair.tokenizer,
         task,
         examples,
@@ -61,7 +69,7 @@ def run(args) -> int:
         resume=not args.no_resume,
         # same ids as the labelling pipeline's manifests (and what verifiers are checked against)
         target_id=args.target_id or args.pair,
-        draft_id=args.draft_id or args.draft or f"{args.pair}:draft",
+        draft_id=args.draft_id or args.draft or f"{args.pair}:" + ("draft" if args.drafter == "model" else args.drafter),
         task_name=args.task,
         command=args.command_line,
         split=args.split,

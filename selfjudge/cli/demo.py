@@ -21,6 +21,9 @@ def register(subparsers) -> None:
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
     p.add_argument("--no-color", action="store_true")
+    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                   help="what drafts for standard SD and SelfJudge (default: the pair's draft model)")
+    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
     p.set_defaults(func=run)
 
 
@@ -34,7 +37,8 @@ def run(args) -> int:
     from selfjudge.bench.demo import plot_demo, run_demo
 
     report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
-                      threshold=parse_threshold(args.threshold), verifier_path=args.verifier)
+                      threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
+                      drafter=args.drafter, eagle_dir=args.eagle)
     report["command"] = args.command_line
     rows = report["rows"]
     print()

@@ -25,12 +25,23 @@ def register(subparsers) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
     p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
+    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                   help="whose teacher-forced proposals define the mismatches (default: the pair's draft model)")
+    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from selfjudge.labelling.pipeline import label
 
+    pair, draft_id = None, None
+    if args.drafter != "model":
+        from selfjudge.engine.drafters import make_drafter
+        from selfjudge.models import load_pair
+
+        target, draft, tokenizer = load_pair(args.target, args.draft)
+        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle), tokenizer)
+        draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "")
     summary = label(
         args.target,
         args.draft,
@@ -46,6 +57,8 @@ def run(args) -> int:
         max_tokens_per_forward=args.max_tokens_per_forward,
         backend=args.backend,
         command=args.command_line,
+        pair=pair,
+        draft_id=draft_id,
     )
     print(json.dumps(summary, indent=2))
     return 0

@@ -33,6 +33,7 @@ import torch
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.drafter import Drafter, as_drafter, choose, frequent_token_ids, vocab_size  # noqa: F401
 from selfjudge.engine.policies import Policy, make_policy
+from selfjudge.engine.state import Batch, Cycle, Run
 from selfjudge.engine.stats import GenerationStats
 from selfjudge.models.generation import eos_token_ids
 
@@ -216,15 +217,16 @@ class SpeculativeEngine:
             generator.manual_seed(int(seed))
         else:
             generator.seed()
-        run = _Run(int(max_new_tokens), float(temperature), generator, stops)
+        run = Run(int(max_new_tokens), float(temperature), generator, stops)
         batch = self._prefill(ids)
         while batch.rows:
             cycle = self._cycle(batch, run)
             self._retire(batch, cycle, run)
-        return batch.finish(self)
+        results, self.last_batch_stats = batch.finish()
+        return results
 
     # ------------------------------------------------------------------ steps
-    def _prefill(self, prompts: list[list[int]]) -> "_Batch":
+    def _prefill(self, prompts: list[list[int]]) -> Batch:
         """Step 1: left-pad the prompts; the target reads all but the last token, the drafter its part."""
         timer = _Timer(self.device)
         B = len(prompts)
@@ -234,7 +236,7 @@ class SpeculativeEngine:
         for b, p in enumerate(prompts):
             ids[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
             valid[b, P - len(p):] = True
-        batch = _Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
+        batch = Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
         needs_hidden = self._drafter_needs_hidden
         out = batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1], output_hidden_states=needs_hidden)
         draft_forwards = 0
@@ -249,7 +251,7 @@ class SpeculativeEngine:
             s.add_times(prefill=seconds)
         return batch
 
-    def _cycle(self, batch: "_Batch", run: "_Run") -> "_Cycle":
+    def _cycle(self, batch: Batch, run: Run) -> Cycle:
         """Steps 2-4 for every running row, or one target-only step when no row drafts."""
         remaining = [run.max_new_tokens - len(batch.outputs[r]) for r in batch.rows]
         if not self.policy.uses_draft:
@@ -258,7 +260,7 @@ class SpeculativeEngine:
             num_draft = [min(self.K, rem - 1) for rem in remaining]
         if max(num_draft) == 0:  # every row needs exactly one more token: they all finish now
             return self._target_step(batch, run)
-        cycle = _Cycle(num_draft)
+        cycle = Cycle(num_draft)
         draft_ids, draft_probs = self._propose(batch, cycle, run)
         if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no row has a proposal (prompt lookup)
             return self._target_step(batch, run, cycle)
@@ -266,11 +268,11 @@ class SpeculativeEngine:
         self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
         return cycle
 
-    def _target_step(self, batch: "_Batch", run: "_Run", cycle: "_Cycle | None" = None) -> "_Cycle":
+    def _target_step(self, batch: Batch, run: Run, cycle: Cycle | None = None) -> Cycle:
         """One plain target step: the autoregressive policy, rows that need exactly one token, or a
         cycle whose drafter proposed nothing (``cycle`` given: the drafter is told what was emitted)."""
         tell_drafter = cycle is not None
-        cycle = cycle or _Cycle([0] * len(batch.rows))
+        cycle = cycle or Cycle([0] * len(batch.rows))
         cycle.num_draft = [0] * len(batch.rows)
         needs_hidden = tell_drafter and self.drafter.needs_target_hidden
         out = batch.target_cache.feed(batch.target_next, output_hidden_states=needs_hidden)
@@ -285,7 +287,7 @@ class SpeculativeEngine:
                                   target_hidden=out.hidden_states[-1] if needs_hidden else None)
         return cycle
 
-    def _propose(self, batch: "_Batch", cycle: "_Cycle", run: "_Run"):
+    def _propose(self, batch: Batch, cycle: Cycle, run: Run):
         """Step 2: the drafter proposes up to k = max(num_draft) tokens per row (the drafter seam)."""
         draft_ids, draft_probs, counts = self.drafter.propose(cycle.k, run.temperature, run.generator)  # [B, k']
         if counts is not None:
@@ -294,7 +296,7 @@ class SpeculativeEngine:
         cycle.seconds["draft"] = batch.timer.lap()
         return draft_ids, draft_probs
 
-    def _score(self, batch: "_Batch", cycle: "_Cycle", draft_ids: torch.Tensor):
+    def _score(self, batch: Batch, cycle: Cycle, draft_ids: torch.Tensor):
         """Step 3: one target forward over [last token, d_1..d_k']: logits [B, k'+1, V] and, when the
         policy or the drafter needs them, the final hidden states of those positions [B, k'+1, H]."""
         fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
@@ -328,7 +330,7 @@ class SpeculativeEngine:
                               target_hidden=hidden if self.drafter.needs_target_hidden else None)
         batch.target_next = emitted
 
-    def _retire(self, batch: "_Batch", cycle: "_Cycle", run: "_Run") -> None:
+    def _retire(self, batch: Batch, cycle: Cycle, run: Run) -> None:
         """Step 5: record the cycle, append the emitted tokens, drop the rows that finished."""
         active = list(batch.rows)
         finished = []
@@ -388,55 +390,3 @@ class SpeculativeEngine:
                         del out[n:]
                         return "stop"
         return reason
-
-
-@dataclass
-class _Run:
-    """The settings of one ``generate`` call."""
-
-    max_new_tokens: int
-    temperature: float
-    generator: torch.Generator
-    stops: list[str]
-
-
-class _Batch:
-    """The running state of one ``generate`` call: per-request outputs and counters on the
-    host, the target's cache and next input on the device (the drafter holds its own)."""
-
-    def __init__(self, num_requests: int, target_cache: RaggedCache, target_next: torch.Tensor, timer: "_Timer"):
-        self.rows = list(range(num_requests))  # batch row -> request index
-        self.outputs: list[list[int]] = [[] for _ in range(num_requests)]
-        self.sources: list[list[str]] = [[] for _ in range(num_requests)]  # token_sources of each request
-        self.stats = [GenerationStats() for _ in range(num_requests)]
-        self.done: list[GenerationResult | None] = [None] * num_requests
-        self.totals = GenerationStats()  # the batch's (the engine's last_batch_stats)
-        self.target_cache = target_cache
-        self.target_next = target_next  # [B, 1] the token the target reads next
-        self.timer = timer
-
-    def finish(self, engine: SpeculativeEngine) -> list[GenerationResult]:
-        """Fill the totals, publish them as ``engine.last_batch_stats``, return the results in request order."""
-        totals = self.totals
-        totals.new_tokens = sum(len(o) for o in self.outputs)
-        for name in ("accepted_tokens", "draft_tokens", "align_accepted", "judge_accepted"):
-            setattr(totals, name, sum(getattr(s, name) for s in self.stats))
-        for output, s in zip(self.outputs, self.stats):
-            s.new_tokens = len(output)
-        engine.last_batch_stats = totals
-        return self.done  # type: ignore[return-value]
-
-
-@dataclass
-class _Cycle:
-    """What one cycle did, per running row (host lists)."""
-
-    num_draft: list[int]  # drafts proposed to the verify op
-    emitted: list[list[int]] = field(default_factory=list)  # kept drafts + the target's token
-    sources: list[list[str]] = field(default_factory=list)  # "draft" / "judge" / "target" per emitted token
-    draft_forwards: int = 0
-    seconds: dict = field(default_factory=dict)  # draft / target / verify wall seconds
-
-    @property
-    def k(self) -> int:
-        return max(self.num_draft)

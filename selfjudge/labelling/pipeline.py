@@ -97,12 +97,14 @@ def label(
     pair=None,
     progress: bool = True,
     command: str | None = None,
+    draft_id: str | None = None,
 ) -> dict:
     """Label ``limit`` prompts of ``task``'s ``split``; returns the summary dict.
 
     ``target``/``draft``: "smollm2-135m" (the default pair) or local model folders,
     loaded with :func:`selfjudge.models.load_pair`; ``pair`` = an already loaded
-    ``(target, draft, tokenizer)`` triple instead (ids still name it in the manifest).
+    ``(target, draft, tokenizer)`` triple instead (ids still name it in the manifest); its draft
+    may be a drafter (e.g. prompt lookup, an EAGLE head): then name it with ``draft_id``.
     ``task``: a name for :func:`selfjudge.tasks.load_task` or a Task-like object with
     ``name``, ``examples(split, limit)`` and ``build_prompt(tokenizer, example)``.
     Exactly one of ``tau`` / ``tau_quantile`` must be given.
@@ -132,7 +134,8 @@ def label(
         drf.eval()
     if max_new_tokens is None:
         max_new_tokens = int(getattr(task, "max_new_tokens", 256))
-    draft_id = draft if draft is not None else (f"{target}:draft" if target == DEFAULT_PAIR else None)
+    if draft_id is None:
+        draft_id = draft if draft is not None else (f"{target}:draft" if target == DEFAULT_PAIR else None)
     manifest = {
         "method": "selfjudge",
         "target": target,
