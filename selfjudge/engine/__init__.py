@@ -7,7 +7,10 @@ for the propose seam and :mod:`selfjudge.engine.cache` for the batched KV-cache
 handling (design note: ``csrc_docs/engine.md``).
 """
 
-from selfjudge.engine.drafter import ModelDrafter, frequent_token_ids
+from selfjudge.engine.drafter import Drafter, ModelDrafter, frequent_token_ids
+from selfjudge.engine.drafters import DRAFTER_NAMES, make_drafter
+from selfjudge.engine.eagle_drafter import EagleDrafter
+from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 from selfjudge.engine.engine import GenerationResult, SpeculativeEngine
 from selfjudge.engine.policies import (
     POLICY_NAMES,
@@ -24,7 +27,12 @@ from selfjudge.engine.stats import GenerationStats, aggregate_stats
 __all__ = [
     "SpeculativeEngine",
     "GenerationResult",
+    "Drafter",
     "ModelDrafter",
+    "EagleDrafter",
+    "PromptLookupDrafter",
+    "make_drafter",
+    "DRAFTER_NAMES",
     "frequent_token_ids",
     "GenerationStats",
     "aggregate_stats",

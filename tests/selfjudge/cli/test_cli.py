@@ -80,3 +80,28 @@ def test_generate_with_prompt_lookup_on_the_default_pair():
     same = run_cli("generate", "--policy", "autoregressive", "--max-new-tokens", "12", "--json",
                    "--prompt", "Repeat after me: one two three four, one two three four")
     assert json.loads(same.stdout.strip().splitlines()[-1])["token_ids"] == line["token_ids"]  # lossless
+
+
+@pytest.mark.default_pair
+def test_train_eagle_end_to_end_then_generate_with_the_head(tmp_path):
+    """A tiny ``train-eagle`` run on the default pair (2 prompts, 2 steps), resumed, exported, and
+    decoded with: the CLI wiring of the head's whole life, not its quality."""
+    import json
+
+    out, head = tmp_path / "run", tmp_path / "head"
+    args = ["train-eagle", "--out", str(out), "--gsm8k", "1", "--sharegpt", "1", "--heldout", "2",
+            "--max-new-tokens", "8", "--steps", "2", "--eval-every", "1", "--batch-size", "2"]
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = run_cli(*args[:-6], "--steps", "3", "--eval-every", "1", "--batch-size", "2", "--export", str(head))
+    assert res.returncode == 0, res.stderr[-2000:]
+    state = json.loads((out / "state.json").read_text())
+    assert state["step"] == 3 and [h["step"] for h in state["history"]] == [0, 1, 2, 3]
+    meta = json.loads((head / "eagle.json").read_text())
+    assert meta["step"] == 3 and meta["data"]["source"] == "self"
+    assert (head / "draft_vocab.safetensors").exists() and (head / "config.json").exists()
+    res = run_cli("generate", "--drafter", "eagle", "--eagle", str(head), "--max-new-tokens", "6", "--json",
+                  "--prompt", "What is 2 + 3?")
+    assert res.returncode == 0, res.stderr[-2000:]
+    ref = run_cli("generate", "--policy", "autoregressive", "--max-new-tokens", "6", "--json", "--prompt", "What is 2 + 3?")
+    assert json.loads(res.stdout.splitlines()[-1])["token_ids"] == json.loads(ref.stdout.splitlines()[-1])["token_ids"]
