@@ -28,7 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-minutes", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--export", default=None, help="after training, write the shippable head folder here")
+    p.add_argument("--init", default=None, help="start from this exported head folder (when --out has no checkpoint)")
+    p.add_argument("--export", default=None, help="after training, write the shippable head folder here (fp16)")
     p.set_defaults(func=run)
 
 
@@ -54,9 +55,10 @@ def run(args) -> int:
             "max_new_tokens": args.max_new_tokens, "command": args.command_line}
     state = train_eagle(target, train, heldout, args.out, pad_id=pad, vocab_ids=vocab_ids, steps=args.steps,
                         batch_size=args.batch_size, lr=args.lr, token_weight=args.token_weight, noise=args.noise,
-                        seed=args.seed, eval_every=args.eval_every, max_minutes=args.max_minutes, data=data)
+                        seed=args.seed, eval_every=args.eval_every, max_minutes=args.max_minutes, data=data,
+                        init_from=args.init)
     print(json.dumps({"step": state["step"], "heldout": state["history"][-1]}))
     if args.export:
-        export_eagle(args.out, target, args.export, extra={"command": args.command_line})
+        export_eagle(args.out, target, args.export, extra={"command": args.command_line}, dtype=torch.float16)
         print(f"[train-eagle] exported to {args.export}")
     return 0

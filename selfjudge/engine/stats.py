@@ -71,7 +71,8 @@ class GenerationStats:
     @property
     def acceptance_by_position(self) -> list[float]:
         """Fraction of the cycles that proposed a token at draft position i which kept it."""
-        return [a / d if d else 0.0 for a, d in zip(self.position_accepted, self.position_drafted)]
+        accepted = self.position_accepted + [0] * (len(self.position_drafted) - len(self.position_accepted))
+        return [a / d if d else 0.0 for a, d in zip(accepted, self.position_drafted)]
 
     @property
     def draft_seconds_per_cycle(self) -> float:

@@ -204,11 +204,13 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
                 *, pad_id: int, vocab_ids: torch.Tensor | None = None, steps: int = 1000, batch_size: int = 8,
                 lr: float = 5e-4, warmup: int = 50, token_weight: float = 0.1, noise: float = 0.2, seed: int = 0,
                 eval_every: int = 100, max_minutes: float = 60.0, ckpt_minutes: float = 3.0,
-                feature_batch: int = 4, data: dict | None = None, progress: bool = True) -> dict:
+                feature_batch: int = 4, data: dict | None = None, progress: bool = True,
+                init_from: str | Path | None = None) -> dict:
     """Train (or resume) a head into ``out_dir``; returns ``state`` (also ``out_dir/state.json``).
 
     ``train`` / ``heldout``: (token ids, response start) sequences. The data description
-    ``data`` is recorded. Stops after ``steps`` steps or ``max_minutes``; rerun to continue.
+    ``data`` is recorded. ``init_from``: an exported head folder to start from (when
+    ``out_dir`` holds no checkpoint yet). Stops after ``steps`` steps or ``max_minutes``; rerun to continue.
     """
     from safetensors.torch import load_file, save_file
     from tqdm.auto import tqdm
@@ -226,6 +228,13 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     head = new_head(target)
     if (out / "head.safetensors").exists():
         head.load_state_dict(load_file(str(out / "head.safetensors")), strict=False)
+    elif init_from is not None:  # warm start from an exported head folder (published layout)
+        from .eagle import load_eagle_head
+
+        warm = load_eagle_head(init_from, target)
+        head.fc.load_state_dict(warm.fc.state_dict())
+        head.body.layers[0].load_state_dict(warm.body.layers[0].state_dict())
+        state.setdefault("init_from", str(init_from))
     params = [p for n, p in head.named_parameters() if not n.startswith("body.embed_tokens")]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
     if (out / "optim.pt.safetensors").exists():
@@ -244,6 +253,7 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
                 for r in target_features(target, heldout[i:i + feature_batch], pad_id)]
         _save_records(held_path, held)
     records = [r for p in sorted(out.glob("features-*.safetensors")) for r in _load_records(p)][: state["n_cached"]]
+    state["n_cached"] = len(records)  # shards deleted (or never copied with the run): recompute those features
     bar = tqdm(total=len(train), initial=state["n_cached"], desc="features", disable=not progress)
     while state["n_cached"] < len(train):
         chunk = train[state["n_cached"]: state["n_cached"] + 64]
@@ -302,8 +312,9 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     return state
 
 
-def export_eagle(ckpt_dir, target, folder, extra: dict | None = None) -> Path:
-    """Write the shippable head (published layout + ``eagle.json`` with seed, data, steps, curve)."""
+def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
+    """Write the shippable head (published layout + ``eagle.json`` with seed, data, steps, curve);
+    ``dtype`` (e.g. ``torch.float16``) halves the file; loading casts back to the target's dtype."""
     from safetensors.torch import load_file
 
     ckpt_dir = Path(ckpt_dir)
@@ -313,6 +324,9 @@ def export_eagle(ckpt_dir, target, folder, extra: dict | None = None) -> Path:
     meta = {k: v for k, v in state.items() if k != "vocab_ids"}
     meta["vocab_size_of_draft_head"] = None if state.get("vocab_ids") is None else len(state["vocab_ids"])
     meta.update(extra or {})
+    if dtype is not None:
+        head.fc.to(dtype)
+        head.body.layers.to(dtype)
     folder = save_eagle_head(head, folder, meta)
     if state.get("vocab_ids") is not None:
         from safetensors.torch import save_file

@@ -10,6 +10,8 @@ def test_record_cycle_counts_sources_before_truncation():
     assert (s.cycles, s.steps, s.target_forwards, s.draft_forwards) == (2, 2, 2, 6)
     assert (s.draft_tokens, s.accepted_tokens, s.align_accepted, s.judge_accepted) == (6, 3, 2, 1)
     assert s.mean_accepted_length == (3 + 2) / 2 and s.acceptance_rate == 3 / 6
+    assert s.position_drafted == [2, 2, 1, 1] and s.position_accepted == [1, 1, 1]
+    assert s.acceptance_by_position == [0.5, 0.5, 1.0, 0.0]  # a position never kept still has its rate
 
 
 def test_batched_cycles_and_times():
