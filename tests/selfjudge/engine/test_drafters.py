@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from selfjudge.engine import SpeculativeEngine, StandardPolicy
+from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine.eagle_drafter import EagleDrafter
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter, lookup
 from selfjudge.models.eagle import load_draft_vocab, load_eagle_head, save_eagle_head
@@ -116,27 +116,21 @@ def test_eagle_is_lossless_and_partly_accepted(target, refs, trained_head):
     assert one_token.token_ids == hf_greedy(target, [33], 5)
 
 
-def test_eagle_proposals_equal_a_fresh_head_after_every_rollback(target, refs, trained_head):
+def test_eagle_proposals_equal_a_fresh_head_after_every_rollback(target, refs, trained_head, recording_policy,
+                                                                  replay_proposals):
     """After partial acceptances the head's cache holds what a fresh prefill of the same text would:
     each cycle's proposals equal the head's greedy chain recomputed without a cache."""
     head, _, _ = trained_head
-
-    class Recording(StandardPolicy):
-        def __init__(self):
-            self.drafts = []
-
-        def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
-            self.drafts.append(draft_token_ids[0].tolist())
-            return {}
-
-    rec = Recording()
-    eng = SpeculativeEngine(target, EagleDrafter(head, target), None, num_draft_tokens=3, policy=rec, eos_token_id=[])
+    eng = SpeculativeEngine(target, EagleDrafter(head, target), None, num_draft_tokens=3, policy=recording_policy,
+                            eos_token_id=[])
     prompt = PROMPTS[1]
     out = eng.generate([prompt], max_new_tokens=N)[0].token_ids
+    assert out == refs[1]
     lm_head = target.get_output_embeddings().weight
 
     @torch.no_grad()
-    def fresh_chain(prefix, k):
+    def fresh_chain(pos, k):
+        prefix = prompt + out[:pos]
         f = target_features(target, [(prefix, 0)], 0)[0]["features"].float()  # [L, H]
         tokens, feats = torch.tensor(prefix[1:]), f[:-1]
         # the head's state for y_m = prefix[-1]: entries (f_j, x_{j+1}) up to j = L-2 (target read prefix[:-1])
@@ -149,16 +143,7 @@ def test_eagle_proposals_equal_a_fresh_head_after_every_rollback(target, refs, t
             pred = head(tokens[None], feats[None]).last_hidden_state[0, -1]
         return chain
 
-    pos = partial = 0
-    for d in rec.drafts:
-        assert d == fresh_chain(prompt + out[:pos], len(d))
-        a = 0
-        while a < len(d) and pos + a < len(out) and d[a] == out[pos + a]:
-            a += 1
-        partial += 0 < a < len(d)
-        pos += a + 1
-    assert partial > 0
-
+    assert replay_proposals(recording_policy.drafts, out, fresh_chain) > 0
 
 def test_eagle_sampling_keeps_the_target_distribution(tiny, tmp_path):
     """Standard sampling with the head's q emits the target's distribution (chi-square over the first

@@ -382,33 +382,14 @@ def test_draft_with_restricted_head_uses_its_sub_vocabulary(pair, greedy_refs):
     assert [r.stats.accepted_tokens for r in a] == [r.stats.accepted_tokens for r in b]
 
 
-def test_draft_proposals_are_the_drafts_greedy_continuation_after_rollbacks(pair, greedy_refs):
+def test_draft_proposals_are_the_drafts_greedy_continuation_after_rollbacks(pair, greedy_refs, recording_policy,
+                                                                           replay_proposals):
     """The draft cache stays right after partial acceptances: every cycle's proposals equal
     the draft's own greedy continuation of the true prefix (recomputed without a cache)."""
-    from selfjudge.engine import StandardPolicy
-
     target, draft = pair
-
-    class Recording(StandardPolicy):
-        def __init__(self):
-            self.drafts = []
-
-        def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
-            self.drafts.append(draft_token_ids[0].tolist())
-            return {}
-
-    rec = Recording()
-    eng = SpeculativeEngine(target, draft, None, num_draft_tokens=4, policy=rec, eos_token_id=[])
+    eng = SpeculativeEngine(target, draft, None, num_draft_tokens=4, policy=recording_policy, eos_token_id=[])
     prompt = PROMPTS[1]
     out = eng.generate([prompt], max_new_tokens=N)[0].token_ids
     assert out == greedy_refs[1]
-    pos, partial = 0, 0
-    for d in rec.drafts:
-        assert d == _hf_greedy(draft, prompt + out[:pos], len(d))
-        a = 0
-        while a < len(d) and pos + a < len(out) and d[a] == out[pos + a]:
-            a += 1
-        partial += 0 < a < len(d)
-        pos += a + 1
-    # (a last cycle that needs one token runs the target alone, without drafts)
-    assert pos >= len(out) - 1 and partial > 0  # some cycles accepted part of the window
+    partial = replay_proposals(recording_policy.drafts, out, lambda pos, k: _hf_greedy(draft, prompt + out[:pos], k))
+    assert partial > 0  # some cycles accepted part of the window

@@ -1,0 +1,45 @@
+"""Fixtures shared by the engine tests: recording what the drafter proposed each cycle."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfjudge.engine import StandardPolicy
+
+
+class RecordingPolicy(StandardPolicy):
+    """Standard SD that records the drafts of row 0 in every cycle."""
+
+    def __init__(self):
+        self.drafts: list[list[int]] = []
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+        self.drafts.append(draft_token_ids[0].tolist())
+        return {}
+
+
+def replay(drafts: list[list[int]], out: list[int], expected_chain) -> int:
+    """Walk the recorded cycles against the output ``out``: each cycle's drafts must equal
+    ``expected_chain(position, k)``, the drafter's own greedy chain after ``out[:position]``.
+    Returns the number of cycles that accepted part (not none, not all) of their drafts."""
+    pos = partial = 0
+    for d in drafts:
+        assert d == expected_chain(pos, len(d)), f"cycle at output position {pos}"
+        a = 0
+        while a < len(d) and pos + a < len(out) and d[a] == out[pos + a]:
+            a += 1
+        partial += 0 < a < len(d)
+        pos += a + 1
+    # (a last cycle that needs one token runs the target alone, without drafts)
+    assert pos >= len(out) - 1
+    return partial
+
+
+@pytest.fixture
+def recording_policy():
+    return RecordingPolicy()
+
+
+@pytest.fixture
+def replay_proposals():
+    return replay
