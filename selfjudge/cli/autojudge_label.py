@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_command
+from selfjudge.cli.common import add_command, add_drafter_arguments
 
 
 def register(subparsers) -> None:
@@ -24,9 +24,7 @@ def register(subparsers) -> None:
                    help="walk this many prompts in lock step (batched regenerations; same labels)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
-    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                   help="whose teacher-forced proposals define the mismatches (default: the pair's draft model)")
-    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
+    add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     p.set_defaults(func=run)
 
 

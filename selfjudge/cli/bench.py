@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selfjudge.cli.common import ArgumentParser, add_command
+from selfjudge.cli.common import ArgumentParser, add_command, add_drafter_arguments
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -35,9 +35,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
-    ap.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                    help="what drafts for the speculative configurations (HF assisted always uses the draft model)")
-    ap.add_argument("--eagle", dest="eagle_dir", default=None, help="EAGLE head folder for --drafter eagle")
+    add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",
+                          eagle_dest="eagle_dir")
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")

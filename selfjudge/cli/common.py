@@ -45,3 +45,11 @@ def parse_threshold(text: str | None) -> str | float | None:
         return float(text)
     except ValueError:
         return text
+
+
+def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest: str = "eagle") -> None:
+    """``--drafter model|eagle|prompt-lookup`` and ``--eagle DIR``; ``what`` says what the drafter does here."""
+    parser.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
+                        help=f"{what} (default: the pair's draft model)")
+    parser.add_argument("--eagle", dest=eagle_dest, default=None,
+                        help="EAGLE head folder (config.json + safetensors) for --drafter eagle")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from selfjudge.cli.common import add_command, parse_threshold
+from selfjudge.cli.common import add_command, add_drafter_arguments, parse_threshold
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 
@@ -21,9 +21,7 @@ def register(subparsers) -> None:
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
     p.add_argument("--no-color", action="store_true")
-    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                   help="what drafts for standard SD and SelfJudge (default: the pair's draft model)")
-    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
+    add_drafter_arguments(p, "what drafts for standard SD and SelfJudge")
     p.set_defaults(func=run)
 
 

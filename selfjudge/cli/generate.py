@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, parse_threshold
+from selfjudge.cli.common import add_command, add_drafter_arguments, parse_threshold
 
 
 def register(subparsers) -> None:
@@ -18,9 +18,7 @@ def register(subparsers) -> None:
     p.add_argument("--pair", default="smollm2-135m")
     p.add_argument("--policy", default="standard", choices=["autoregressive", "standard", "topk", "judge"])
     p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
-    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                   help="the pair's draft model, an EAGLE head (--eagle DIR) or prompt lookup (no model)")
-    p.add_argument("--eagle", default=None, help="EAGLE head folder (config.json + safetensors) for --drafter eagle")
+    add_drafter_arguments(p, "what drafts: the draft model, an EAGLE head or prompt lookup (no model)")
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--verifier", default=None, help="verifier .safetensors for --policy judge")
     p.add_argument("--threshold", default=None, help="threshold name (F, R, ...) or logit value")

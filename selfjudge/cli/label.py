@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command
+from selfjudge.cli.common import add_command, add_drafter_arguments
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -25,9 +25,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
     p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
-    p.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                   help="whose teacher-forced proposals define the mismatches (default: the pair's draft model)")
-    p.add_argument("--eagle", default=None, help="EAGLE head folder for --drafter eagle")
+    add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     p.set_defaults(func=run)
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from selfjudge.engine.cache import RaggedCache
-from selfjudge.engine.drafter import Drafter, as_drafter, choose, frequent_token_ids, vocab_size  # noqa: F401
+from selfjudge.engine.drafter import as_drafter, choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.state import Batch, Cycle, Run
 from selfjudge.engine.stats import GenerationStats

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from .records import load_records, save_records
+
 _log = logging.getLogger(__name__)
 
 SHAREGPT_TRAIN_START = 4000
@@ -167,25 +169,6 @@ def evaluate(draft, records, pad_id, full_to_sub, bs: int = 8) -> dict:
 
 
 # ----------------------------------------------------------------------------- checkpoint io
-def _save_records(path: Path, records: list[dict]) -> None:
-    from safetensors.torch import save_file
-
-    flat = {f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}
-    save_file(flat, str(path) + ".tmp")
-    os.replace(str(path) + ".tmp", path)
-
-
-def _load_records(path: Path) -> list[dict]:
-    from safetensors.torch import load_file
-
-    flat = load_file(str(path))
-    recs: dict[int, dict] = {}
-    for key, v in flat.items():
-        i, k = key.split(".", 1)
-        recs.setdefault(int(i), {})[k] = v
-    return [recs[i] for i in sorted(recs)]
-
-
 def _save_ckpt(out: Path, draft, opt, state: dict, records: list[dict], n_saved_records: int) -> int:
     """Write trainable tensors, optimiser moments, new teacher records and the JSON."""
     from safetensors.torch import save_file
@@ -202,7 +185,7 @@ def _save_ckpt(out: Path, draft, opt, state: dict, records: list[dict], n_saved_
     save_file(opt_t, str(out / "optim.safetensors.tmp"))
     if len(records) > n_saved_records:
         shard = out / f"teacher-{len(list(out.glob('teacher-*.safetensors'))):05d}.safetensors"
-        _save_records(shard, records[n_saved_records:])
+        save_records(shard, records[n_saved_records:])
         n_saved_records = len(records)
     state = dict(state, n_records=n_saved_records)
     os.replace(out / "draft.safetensors.tmp", out / "draft.safetensors")
@@ -280,18 +263,18 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
             if st:
                 opt.state[p] = st
         for shard in sorted(out.glob("teacher-*.safetensors")):
-            records += _load_records(shard)
+            records += load_records(shard)
         records = records[: state["n_records"]]
     n_saved = len(records)
 
     heldout_path = out / "heldout-teacher.safetensors"
     if heldout_path.exists():
-        held = _load_records(heldout_path)
+        held = load_records(heldout_path)
     else:
         held = []
         for i in range(0, len(heldout), teacher_bs):
             held += split_records(teacher_topk(target, heldout[i:i + teacher_bs], pad_id, topk))
-        _save_records(heldout_path, held)
+        save_records(heldout_path, held)
     if not state["history"]:
         draft.eval()
         state["history"].append({"step": 0, **evaluate(draft, held, pad_id, full_to_sub)})

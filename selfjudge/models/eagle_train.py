@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from .records import load_records, save_records
 from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
 
 _log = logging.getLogger(__name__)
@@ -167,23 +168,6 @@ def new_head(target, *, init_layer: int | None = -1) -> EagleHead:
     return head
 
 
-def _save_records(path: Path, records: list[dict]) -> None:
-    from safetensors.torch import save_file
-
-    save_file({f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}, str(path) + ".tmp")
-    os.replace(str(path) + ".tmp", path)
-
-
-def _load_records(path: Path) -> list[dict]:
-    from safetensors.torch import load_file
-
-    recs: dict[int, dict] = {}
-    for key, v in load_file(str(path)).items():
-        i, k = key.split(".", 1)
-        recs.setdefault(int(i), {})[k] = v
-    return [recs[i] for i in sorted(recs)]
-
-
 @torch.no_grad()
 def evaluate(head, lm_head_weight, records, pad_id, vocab_ids=None, batch_size: int = 8,
              token_weight: float = 0.1) -> dict:
@@ -247,19 +231,19 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     # features: cached in shards, the target runs once per sequence
     held_path = out / "heldout-features.safetensors"
     if held_path.exists():
-        held = _load_records(held_path)
+        held = load_records(held_path)
     else:
         held = [r for i in range(0, len(heldout), feature_batch)
                 for r in target_features(target, heldout[i:i + feature_batch], pad_id)]
-        _save_records(held_path, held)
-    records = [r for p in sorted(out.glob("features-*.safetensors")) for r in _load_records(p)][: state["n_cached"]]
+        save_records(held_path, held)
+    records = [r for p in sorted(out.glob("features-*.safetensors")) for r in load_records(p)][: state["n_cached"]]
     state["n_cached"] = len(records)  # shards deleted (or never copied with the run): recompute those features
     bar = tqdm(total=len(train), initial=state["n_cached"], desc="features", disable=not progress)
     while state["n_cached"] < len(train):
         chunk = train[state["n_cached"]: state["n_cached"] + 64]
         new = [r for i in range(0, len(chunk), feature_batch)
                for r in target_features(target, chunk[i:i + feature_batch], pad_id)]
-        _save_records(out / f"features-{state['n_cached']:06d}.safetensors", new)
+        save_records(out / f"features-{state['n_cached']:06d}.safetensors", new)
         records += new
         state["n_cached"] += len(chunk)
         state_path.write_text(json.dumps(state, indent=1))

@@ -247,17 +247,16 @@ def test_the_walk_takes_any_drafter(pair):
     """With a drafter (here prompt lookup) mismatches are its proposals that differ from y; where it
     proposes nothing there is no label."""
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
-    from selfjudge.models.generation import draft_top1
+    from selfjudge.models.generation import draft_top1, mismatches
 
     target, _ = pair
     drafter = PromptLookupDrafter(32, max_ngram=2)
     prompt = [5, 9, 5, 9, 5, 9, 17]
-    r = mine_prompt(target, drafter, prompt, parity_same, 20, {EOS})
+    # an always-different answer keeps y: every mismatch of the drafter on y is labelled, in order
+    r = mine_prompt(target, drafter, prompt, lambda a, b: False, 20, {EOS})
     z = draft_top1(drafter, prompt, r.reference_ids)
-    for pos, d in zip(r.positions, r.draft_token_ids):
-        assert d is not None
-    if not any(l for l in r.labels):  # y unchanged: every label sits on a proposal that differs from y
-        assert [p for p in r.positions] == [i for i, (a, b) in enumerate(zip(z, r.reference_ids))
-                                            if a is not None and a != b]
+    assert r.positions == mismatches(z, r.reference_ids) and r.positions
+    assert r.draft_token_ids == [z[i] for i in r.positions] and set(r.labels) == {0}
+    assert any(t is None for t in z)  # positions without a proposal exist, and carry no label
     silent = PromptLookupDrafter(32, max_ngram=8, min_ngram=8)  # needs an 8-gram repeat: proposes nothing
     assert mine_prompt(target, silent, [1, 2, 3], parity_same, 12, {EOS}).labels == []
