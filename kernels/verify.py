@@ -20,7 +20,7 @@ import torch
 from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_torch import native_verify
 
-__all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise"]
+__all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise", "sanitized_cu"]
 
 _MASK63 = (1 << 63) - 1
 
@@ -97,13 +97,17 @@ def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias
                 raise ValueError(f"temperature must be floating point, got {temperature.dtype}")
             check_device("temperature", temperature, device, "target_logits")
             t = temperature.float()
-            greedy = t <= 0  # rows with T <= 0 are greedy
+            # values are not checked (a sync on an accelerator), they are defined: rows with
+            # T <= 0 or NaN are greedy; T = +inf is read as the largest finite fp32 (1/T > 0 stays
+            # a scaling, so both backends agree)
+            greedy = ~(t > 0)
+            t = t.clamp(max=torch.finfo(torch.float32).max)
             inv_t = torch.where(greedy, 1.0, 1.0 / torch.where(greedy, 1.0, t))
             all_greedy = any_greedy = None  # decided by the tensor: mixed path
     if not isinstance(temperature, torch.Tensor):
         temperature = float(temperature)
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0 <= temperature < float("inf"):
+            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
         all_greedy = any_greedy = temperature == 0.0
         greedy = torch.full((B,), all_greedy, dtype=torch.bool, device=device)
         inv_t = torch.full((B,), 1.0 if all_greedy else 1.0 / temperature, dtype=torch.float32, device=device)
@@ -140,6 +144,8 @@ def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias
         judge_threshold = float(judge_threshold)
     except (TypeError, ValueError):
         raise ValueError(f"judge_threshold must be a float, got {judge_threshold!r}") from None
+    if judge_threshold != judge_threshold:
+        raise ValueError("judge_threshold must not be NaN")
     for name, mask in (("relaxed_accept", relaxed_accept), ("judge_blocked", judge_blocked)):
         if mask is not None:
             check_tensor(name, mask, len(tok_shape), boolean=True)
@@ -295,6 +301,30 @@ def flat_to_padded_index(cu_num_draft_tokens: torch.Tensor, max_spec_len: int):
     return n, tok_idx, logit_idx, tok_valid
 
 
+def sanitized_cu(cu_num_draft_tokens: torch.Tensor, num_tokens: int) -> torch.Tensor:  # [B] -> [B] int64
+    """``cummax(clamp(cu, 0, T))``: the cumulative counts the op reads (no sync; equal to
+    ``cu`` when it is well formed)."""
+    cu = cu_num_draft_tokens.long().clamp(0, num_tokens)
+    return torch.cummax(cu, 0).values if cu.numel() else cu
+
+
+def _check_cu(cu_num_draft_tokens: torch.Tensor, num_tokens: int, max_spec_len: int | None) -> None:
+    """Well-formed cumulative counts: non-negative, non-decreasing, last == T, no count above
+    ``max_spec_len`` (reads values: CPU only)."""
+    cu = cu_num_draft_tokens.long().cpu()
+    if bool((cu < 0).any()):
+        raise ValueError(f"cu_num_draft_tokens must be >= 0, got {cu.tolist()}")
+    if cu.numel() > 1 and bool((cu[1:] < cu[:-1]).any()):
+        raise ValueError(f"cu_num_draft_tokens must be non-decreasing, got {cu.tolist()}")
+    if int(cu[-1]) != num_tokens:
+        raise ValueError(f"cu_num_draft_tokens must end at T={num_tokens} (the number of draft tokens), "
+                         f"got {int(cu[-1])}")
+    counts = cu - torch.cat([cu.new_zeros(1), cu[:-1]])
+    if max_spec_len is not None and int(counts.max()) > int(max_spec_len):
+        raise ValueError(f"cu_num_draft_tokens has a request with {int(counts.max())} drafts, "
+                         f"more than max_spec_len={max_spec_len}")
+
+
 def verify_flat(
     draft_token_ids: torch.Tensor,  # [T] int, all requests' drafts concatenated
     cu_num_draft_tokens: torch.Tensor,  # [B] int, inclusive cumulative counts
@@ -313,6 +343,7 @@ def verify_flat(
     relaxed_accept: torch.Tensor | None = None,  # [T] bool
     judge_blocked: torch.Tensor | None = None,  # [T] bool
     backend: str = "auto",
+    check_metadata: bool | None = None,
     _noise: tuple | None = None,
 ) -> VerifyOutput:
     """:func:`verify` in vLLM v1's flattened layout.
@@ -328,6 +359,15 @@ def verify_flat(
     (int64; vLLM uses int32: ``.int()`` it), and the per-position masks are
     ``[B, max_spec_len]``. Given the same noise it equals :func:`verify` on the
     padded copy of the same data.
+
+    Malformed metadata never reads out of bounds, on either backend: the op reads
+    ``cu_num_draft_tokens`` as :func:`sanitized_cu` (clamped to [0, T], then made
+    non-decreasing), so a request whose count would be negative has no drafts and
+    drafts past ``cu[-1]`` belong to nobody; a request with more than
+    ``max_spec_len`` drafts is cut to ``max_spec_len``. ``check_metadata`` (default:
+    when the tensor is on the CPU, where reading it costs no device sync) raises a
+    ``ValueError`` naming ``cu_num_draft_tokens`` instead. A draft id outside [0, V)
+    (vLLM's -1 placeholder) is never kept, by any rule.
     """
     check_tensor("draft_token_ids", draft_token_ids, 1, integer=True)
     check_tensor("cu_num_draft_tokens", cu_num_draft_tokens, 1, integer=True)
@@ -348,8 +388,13 @@ def verify_flat(
         check_tensor("draft_probs", draft_probs, 2, floating=True)
         check_shape("draft_probs", draft_probs, (T, V))
         check_device("draft_probs", draft_probs, device, "target_logits")
+    if check_metadata is None:
+        check_metadata = cu_num_draft_tokens.device.type == "cpu"  # free there: no device sync
+    if check_metadata:
+        _check_cu(cu_num_draft_tokens, T, max_spec_len)
+    cu_num_draft_tokens = sanitized_cu(cu_num_draft_tokens, T)
     if max_spec_len is None:
-        cu = cu_num_draft_tokens.long()
+        cu = cu_num_draft_tokens
         max_spec_len = int((cu - torch.cat([cu.new_zeros(1), cu[:-1]])).max())  # host sync
     max_spec_len = int(max_spec_len)
     if max_spec_len < 0:

@@ -31,6 +31,10 @@ Conventions shared with the kernel (see ``csrc_docs/verify.md``):
 * ``align_accepted`` / ``judge_accepted`` are reported for the positions the
   walk evaluated (i < n_b and i <= first rejection), False elsewhere;
   ``judge_logits`` is filled for every i < n_b and NaN beyond;
+* a draft id outside [0, V) is a *placeholder* (vLLM pads with -1): no rule
+  keeps it (neither the lossless rule nor the judge nor ``relaxed``), so the
+  walk stops there and the recovered token comes from that position (with
+  ``draft_probs`` None its one-hot ``q`` is all zero: a draw from ``p``);
 * every emitted id is clamped to [0, V).
 """
 
@@ -87,15 +91,17 @@ def native_verify(
     B, K = draft_token_ids.shape
     V = target_logits.shape[-1]
     device = target_logits.device
-    d = draft_token_ids.clamp(0, V - 1)  # [B, K]
+    real = (draft_token_ids >= 0) & (draft_token_ids < V)  # [B, K] False: a placeholder (e.g. vLLM's -1)
+    d = draft_token_ids.clamp(0, V - 1)  # [B, K] (placeholders read a real column, then are rejected)
     n = num_draft_tokens.clamp(0, K)  # [B]
     ar_k = torch.arange(K, device=device)  # [K]
     valid = ar_k[None, :] < n[:, None]  # [B, K]
 
     ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
     align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
-                        all_greedy, any_greedy)
+                        all_greedy, any_greedy) & real
     judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed)
+    judge = judge & real  # no rule keeps a placeholder: the walk stops there
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]
@@ -106,8 +112,8 @@ def native_verify(
     if any_greedy:
         tok_g = amax.gather(1, num_acc[:, None]).squeeze(1)  # [B]
     if not all_greedy:
-        tok_s = _sampled_token(target_logits, d, draft_probs, inv_temperature, exponentials, lse, ok_j, num_acc,
-                               num_acc < n, unit_scale)
+        tok_s = _sampled_token(target_logits, d, real, draft_probs, inv_temperature, exponentials, lse, ok_j,
+                               num_acc, num_acc < n, unit_scale)
     if all_greedy:
         tok = tok_g
     elif not any_greedy:
@@ -186,8 +192,8 @@ def _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshol
     return judge, judge_logits
 
 
-def _sampled_token(target_logits, d, draft_probs, inv_temperature, exponentials, lse, ok_j, num_acc, rejected,
-                   unit_scale: bool) -> torch.Tensor:
+def _sampled_token(target_logits, d, real, draft_probs, inv_temperature, exponentials, lse, ok_j, num_acc,
+                   rejected, unit_scale: bool) -> torch.Tensor:
     """The emitted token ``[B]`` of sampling rows, from position ``num_acc``: the recovery race
     (rejected rows) or the bonus draw (the kernel's ``_recovered_token`` / ``_bonus_token``).
     One position per request; on CPU in cache-sized chunks of requests."""
@@ -211,7 +217,9 @@ def _sampled_token(target_logits, d, draft_probs, inv_temperature, exponentials,
             if draft_probs is not None:
                 qj = _rows_at(draft_probs, ar_b, j_q[b0:b1]).float()  # [b, V]
             else:
-                qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], 1.0)
+                # one-hot at the draft token; a placeholder proposes nothing (q = 0: a draw from p)
+                hot = real[ar_b, j_q[b0:b1]].to(pj.dtype)[:, None]  # [b, 1]
+                qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], hot)
             sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
             best_r, idx_r = sr.max(-1)  # first index on ties, like the kernel
             idx_p = (pj.div_(E)).max(-1).indices  # race over p (residual all zero)

@@ -12,7 +12,8 @@ race ``argmax max(p - q, 0) / E``); if every draft was kept, :func:`_bonus_token
 makes one pass over the bonus position (``argmax x - log E``). Masked lanes are
 loaded as -inf (probability 0) and scored below every real lane; a position
 holding NaN / +inf or only -inf is invalid (nothing aligns there, it emits id 0);
-the emitted id is clamped to [0, V).
+the emitted id is clamped to [0, V). A draft id outside [0, V) is a placeholder
+(vLLM pads with -1): no rule keeps it, so the walk stops there.
 
 Semantics are documented in :mod:`selfjudge.kernels.verify_torch`, the twin; the
 launcher is :mod:`selfjudge.kernels.verify_triton`. The kernel works on the
@@ -251,15 +252,17 @@ def _verify_kernel(
         if stopped == 0:
             tok = tok0 + i
             row_off = b * stride_lb + (row0 + i) * stride_lr
-            d = tl.minimum(tl.maximum(tl.load(draft_ptr + tok), 0), V - 1)
+            d_raw = tl.load(draft_ptr + tok)
+            real = (d_raw >= 0) & (d_raw < V)  # False: a placeholder, which no rule keeps
+            d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
             jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                                 HAS_JUDGE, HAS_RELAXED, BLOCK_H)
+                                 HAS_JUDGE, HAS_RELAXED, BLOCK_H) & real
             best_i, ok, lse = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, SAMPLING, BLOCK_V)
             u = 1.0
             if SAMPLING:
                 u = tl.load(u_ptr + b * K_max + i)
             align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
-                                u, HAS_Q, SAMPLING)
+                                u, HAS_Q, SAMPLING) & real
             tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
             tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
             if align | jacc:
@@ -279,7 +282,8 @@ def _verify_kernel(
             if greedy_flag == 0:
                 j = n_acc
                 row_off = b * stride_lb + (row0 + j) * stride_lr
-                dj = tl.minimum(tl.maximum(tl.load(draft_ptr + tok0 + j), 0), V - 1)
+                dj = tl.load(draft_ptr + tok0 + j)
+                dj = tl.where((dj >= 0) & (dj < V), dj, -1)  # a placeholder's one-hot q is all zero
                 tok_out = _recovered_token(logits_ptr, row_off, offs_v, V, inv_t, rej_lse, q_ptr,
                                            (tok0 + j) * stride_qr, dj, e_ptr, b * V, HAS_Q, BLOCK_V)
     tok_out = tl.minimum(tl.maximum(tok_out, 0), V - 1)

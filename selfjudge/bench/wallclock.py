@@ -159,6 +159,9 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     target, draft, tok = load_pair(spec.pair)
     drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir)
     hidden = int(target.config.hidden_size)
+    from selfjudge.folders import lock_folder
+
+    lock = lock_folder(spec.out, command)  # noqa: F841 - two runs may share a folder only one after the other
     (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
 
     plan = []  # (task, batch, configs, judges, paths)

@@ -33,7 +33,9 @@ def marked(pieces: list[tuple[str, bool]], color: bool) -> str:
 
 def run(args) -> int:
     from selfjudge.bench.demo import plot_demo, run_demo
+    from selfjudge.folders import lock_folder
 
+    lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written
     report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
                       threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
                       drafter=args.drafter, eagle_dir=args.eagle)

@@ -42,6 +42,9 @@ def run(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    from selfjudge.folders import lock_folder
+
+    lock = lock_folder(args.out, args.command_line)  # one job per run folder, held to the end
     target, draft, tokenizer = load_pair(args.pair)
     train, heldout = self_generated_text(target, tokenizer, args.out, n_gsm8k=args.gsm8k if args.data == "self" else 0,
                                          n_sharegpt=args.sharegpt if args.data == "self" else 0,
@@ -61,4 +64,5 @@ def run(args) -> int:
     if args.export:
         export_eagle(args.out, target, args.export, extra={"command": args.command_line}, dtype=torch.float16)
         print(f"[train-eagle] exported to {args.export}")
+    lock.release()
     return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 import zlib
 from typing import Any, Callable, Sequence
 
@@ -64,8 +63,6 @@ def mine_task(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    from tqdm import tqdm
-
     if generate_batch is None:
         generate_batch = functools.partial(greedy_responses, target, tokenizer)
 
@@ -86,9 +83,19 @@ def mine_task(
         "feature": "target final-layer hidden state after reading z_i with prefix y_<i (first regeneration step)",
         "command": command,
     }
-    if not resume and os.path.isdir(out_dir):
-        shutil.rmtree(out_dir)
-    writer = ShardWriter(out_dir, manifest, compare_keys=_COMPARE_KEYS)
+    writer = ShardWriter(out_dir, manifest, compare_keys=_COMPARE_KEYS, start_over=not resume)
+    try:
+        return _mine_into(writer, target, draft, tokenizer, task, examples, out_dir, hidden, max_new_tokens,
+                          max_labels_per_prompt, label_fraction, progress, batch_size, generate_batch)
+    finally:
+        writer.close()
+
+
+def _mine_into(writer, target, draft, tokenizer, task, examples, out_dir, hidden, max_new_tokens,
+               max_labels_per_prompt, label_fraction, progress, batch_size, generate_batch) -> dict[str, Any]:
+    """The walks over every prompt ``writer`` has not committed yet, then the summary."""
+    from tqdm import tqdm
+
     done = writer.done_prompt_ids
     eos = eos_token_ids(target, tokenizer)
     todo = [ex for ex in examples if ex.prompt_id not in done]

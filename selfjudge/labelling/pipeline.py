@@ -113,6 +113,8 @@ def label(
 
     if (tau is None) == (tau_quantile is None):
         raise ValueError("give exactly one of tau and tau_quantile")
+    if tau is not None and not math.isfinite(tau):
+        raise ValueError(f"tau must be a finite number, got {tau}")
     if tau_quantile is not None and not 0.0 <= tau_quantile <= 1.0:
         raise ValueError(f"tau_quantile must lie in [0, 1], got {tau_quantile}")
     if not isinstance(window, int) or window < 0:
@@ -155,65 +157,68 @@ def label(
     }
     compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
     writer = ShardWriter(out, manifest, compare_keys=compare)
-    examples = task.examples(split, limit=limit)
-    done = writer.done_prompt_ids
-    todo = [ex for ex in examples if ex.prompt_id not in done]
-    bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
-    for b0 in range(0, len(todo), batch_size):
-        batch = todo[b0 : b0 + batch_size]
-        prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
-        t0 = time.perf_counter()
-        responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
-        t1 = time.perf_counter()
-        rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
-        for ex, p, r in zip(batch, prompts, responses):
-            if not r:
-                continue
-            x = torch.tensor(p, dtype=torch.long)
-            y = torch.tensor(r, dtype=torch.long)
-            n_tok += len(r)
-            ta = time.perf_counter()
-            z_list = draft_top1(drf, p, r)  # None where a drafter proposes nothing
-            z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)
-            mism = torch.tensor(mismatches(z_list, r), dtype=torch.long)
-            tb = time.perf_counter()
-            res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
-            tc = time.perf_counter()
-            t_draft += tb - ta
-            t_score += tc - tb
-            for j, i in enumerate(mism.tolist()):
-                s = float(res.scores[j])
-                rows.append(
-                    {
-                        "prompt_id": ex.prompt_id,
-                        "position": i,
-                        "target_token_id": int(y[i]),
-                        "draft_token_id": int(z[i]),
-                        "target_token": _decode(tok, int(y[i])),
-                        "draft_token": _decode(tok, int(z[i])),
-                        "score": s,
-                        "prefix_score": float(res.prefix_terms[j]),
-                        "label": int(s > tau) if tau is not None else None,
-                        "response_len": len(r),
-                    }
-                )
-            feats.append(res.features.cpu())
-        H = int(tgt.config.hidden_size)
-        features = torch.cat(feats) if feats else torch.zeros(0, H)
-        stats = {
-            "generate_seconds": t1 - t0,
-            "draft_seconds": t_draft,
-            "score_seconds": t_score,
-            "response_tokens": n_tok,
-        }
-        writer.write([ex.prompt_id for ex in batch], rows, features, stats)
-        _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
-        bar.update(len(batch))
-    bar.close()
-    if tau_quantile is not None:
-        scores = torch.tensor([r["score"] for r in read_rows(out)], dtype=torch.float64)
-        tau_q = tau_from_quantile(scores, tau_quantile)
-        if not math.isnan(tau_q):
-            relabel(out, tau_q)
-        writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
-    return _summarise(Path(out), writer, time.perf_counter() - t_start)
+    try:
+        examples = task.examples(split, limit=limit)
+        done = writer.done_prompt_ids
+        todo = [ex for ex in examples if ex.prompt_id not in done]
+        bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
+        for b0 in range(0, len(todo), batch_size):
+            batch = todo[b0 : b0 + batch_size]
+            prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
+            t0 = time.perf_counter()
+            responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
+            t1 = time.perf_counter()
+            rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
+            for ex, p, r in zip(batch, prompts, responses):
+                if not r:
+                    continue
+                x = torch.tensor(p, dtype=torch.long)
+                y = torch.tensor(r, dtype=torch.long)
+                n_tok += len(r)
+                ta = time.perf_counter()
+                z_list = draft_top1(drf, p, r)  # None where a drafter proposes nothing
+                z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)
+                mism = torch.tensor(mismatches(z_list, r), dtype=torch.long)
+                tb = time.perf_counter()
+                res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
+                tc = time.perf_counter()
+                t_draft += tb - ta
+                t_score += tc - tb
+                for j, i in enumerate(mism.tolist()):
+                    s = float(res.scores[j])
+                    rows.append(
+                        {
+                            "prompt_id": ex.prompt_id,
+                            "position": i,
+                            "target_token_id": int(y[i]),
+                            "draft_token_id": int(z[i]),
+                            "target_token": _decode(tok, int(y[i])),
+                            "draft_token": _decode(tok, int(z[i])),
+                            "score": s,
+                            "prefix_score": float(res.prefix_terms[j]),
+                            "label": int(s > tau) if tau is not None else None,
+                            "response_len": len(r),
+                        }
+                    )
+                feats.append(res.features.cpu())
+            H = int(tgt.config.hidden_size)
+            features = torch.cat(feats) if feats else torch.zeros(0, H)
+            stats = {
+                "generate_seconds": t1 - t0,
+                "draft_seconds": t_draft,
+                "score_seconds": t_score,
+                "response_tokens": n_tok,
+            }
+            writer.write([ex.prompt_id for ex in batch], rows, features, stats)
+            _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
+            bar.update(len(batch))
+        bar.close()
+        if tau_quantile is not None:
+            scores = torch.tensor([r["score"] for r in read_rows(out)], dtype=torch.float64)
+            tau_q = tau_from_quantile(scores, tau_quantile)
+            if not math.isnan(tau_q):
+                relabel(out, tau_q)
+            writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
+        return _summarise(Path(out), writer, time.perf_counter() - t_start)
+    finally:
+        writer.close()  # the folder's lock

@@ -20,6 +20,8 @@ Readers go through ``progress.jsonl`` too, so they never see an uncommitted shar
 from __future__ import annotations
 
 import json
+import logging
+import math
 import os
 import re
 from pathlib import Path
@@ -28,11 +30,14 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from selfjudge.folders import lock_folder, remove_job_folder
+
 from .tau import apply_tau, tau_from_quantile
 
 MANIFEST = "manifest.json"
 PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
+_log = logging.getLogger(__name__)
 _SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|jsonl)(\.tmp)?$")
 
 
@@ -59,13 +64,31 @@ def read_progress(out_dir: str | Path) -> list[dict]:
     return records
 
 
-class ShardWriter:
-    """Appends shards to ``out_dir``; resumes a compatible earlier run in place."""
+#: every name a label folder holds besides the manifest (what ``start_over`` may delete)
+_OWN_FILES = (r"shard-\d{5}\.(safetensors|jsonl)(\.tmp)?", re.escape(PROGRESS), re.escape(SUMMARY), r".*\.tmp")
 
-    def __init__(self, out_dir: str | Path, manifest: dict, compare_keys: tuple[str, ...] = ()):
+
+class ShardWriter:
+    """Appends shards to ``out_dir``; resumes a compatible earlier run in place.
+
+    The writer holds the folder's lock (:func:`selfjudge.folders.lock_folder`) until
+    :meth:`close` or the end of the process, so two runs never write one folder.
+    ``start_over`` deletes an earlier run's files first, only if the folder's manifest
+    says a run of the same ``method`` made it. An earlier run that committed nothing
+    (it failed on a bad argument, say) never blocks a corrected rerun: its manifest is
+    replaced.
+    """
+
+    def __init__(self, out_dir: str | Path, manifest: dict, compare_keys: tuple[str, ...] = (),
+                 *, start_over: bool = False):
         self.dir = Path(out_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_folder(self.dir, manifest.get("command"))
+        if start_over:
+            remove_job_folder(self.dir, manifest=MANIFEST, key="method", value=manifest.get("method"),
+                              patterns=_OWN_FILES)
         mpath = self.dir / MANIFEST
+        if mpath.exists() and not read_progress(self.dir):
+            mpath.unlink()  # nothing committed: the earlier run's settings bind nothing
         if mpath.exists():
             old = json.loads(mpath.read_text(encoding="utf-8"))
             for key in compare_keys:
@@ -138,6 +161,10 @@ class ShardWriter:
         self.records.append(record)
         return name
 
+    def close(self) -> None:
+        """Release the folder's lock (the writer is done)."""
+        self._lock.release()
+
     def update_manifest(self, **fields) -> None:
         self.manifest.update(fields)
         _atomic_write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
@@ -204,6 +231,8 @@ def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: floa
     """SelfJudge's tau to relabel with: a value, or a quantile of all stored scores (None: keep labels)."""
     if tau is not None and tau_quantile is not None:
         raise ValueError("give at most one of tau and tau_quantile")
+    if tau is not None and not math.isfinite(tau):
+        raise ValueError(f"tau must be a finite number, got {tau}")
     if tau_quantile is None:
         return tau
     scores = torch.tensor([float(r["score"]) for d in label_dirs for r in read_rows(d)], dtype=torch.float64)
@@ -234,4 +263,22 @@ def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
         vals = {m.get(key) for m in manifests}
         if len(vals) != 1:
             raise ValueError(f"labels: label dirs disagree on {key}: {sorted(map(str, vals))}")
-    return torch.cat(feats, 0), rows, manifests
+    features = torch.cat(feats, 0)
+    keep = unique_label_rows(rows)
+    if len(keep) < len(rows):
+        _log.warning(f"labels: {len(rows) - len(keep)} of {len(rows)} rows repeat an earlier (prompt, position, "
+                     "draft token) and are dropped (a folder given twice, or overlapping label runs)")
+        features = features[torch.tensor(keep, dtype=torch.long)]
+        rows = [rows[i] for i in keep]
+    return features, rows, manifests
+
+
+def unique_label_rows(rows: Sequence[dict]) -> list[int]:
+    """Indices of the first row of each (prompt_id, position, draft_token_id): one label per swap."""
+    seen, keep = set(), []
+    for i, r in enumerate(rows):
+        key = (r.get("prompt_id"), r.get("position"), r.get("draft_token_id"))
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return keep

@@ -213,8 +213,10 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
 
     if threads:
         torch.set_num_threads(threads)
+    from selfjudge.folders import lock_folder
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    lock = lock_folder(out)  # noqa: F841 - one job per checkpoint folder, held until this call returns
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(target_dir)
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()

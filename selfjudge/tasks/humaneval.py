@@ -98,7 +98,7 @@ class HumanEval(Task):
         key = (example.prompt_id, code)
         if key not in self._results:
             self._results[key] = run_python(build_program(example.reference, code),
-                                            timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+                                            timeout_s=self.timeout_s, memory_mb=self.memory_mb, must_finish=True)
         return self._results[key]
 
     def score(self, text: str, example: Example) -> float:

@@ -59,6 +59,22 @@ for _sbx_name in ("socket", "create_connection", "create_server", "socketpair", 
 del _sbx_socket, _sbx_name
 '''
 
+# ``must_finish``: the program's last statement prints a nonce that only this process was
+# told (through the environment, removed before the program's own code runs), so an exit
+# before the end -- sys.exit(0), os._exit(0), raise SystemExit -- cannot pass as success
+_FINISH_ENV = "SELFJUDGE_SBX_FINISHED"
+_FINISH_GUARD = f'''\
+def _sbx_finisher(nonce):
+    def finished():
+        import sys
+        sys.stdout.write("\\n" + nonce + "\\n")
+        sys.stdout.flush()
+    return finished
+import os as _sbx_os
+_sbx_finished = _sbx_finisher(_sbx_os.environ.pop("{_FINISH_ENV}", ""))
+del _sbx_finisher, _sbx_os
+'''
+
 
 # First program of the sandbox process: set the limits (soft = hard), optionally drop
 # to uid/gid ``NOBODY``, then exec the rest of argv. A launcher instead of Popen's
@@ -81,8 +97,9 @@ os.execvp(sys.argv[7], sys.argv[7:])
 class SandboxResult:
     """Outcome of one sandboxed run.
 
-    ``status``: "passed" (exit code 0), "failed" (non-zero exit, e.g. an AssertionError or
-    MemoryError), or "timeout" (killed at the wall-clock or CPU limit).
+    ``status``: "passed" (exit code 0, and with ``must_finish`` the program ran to its last
+    line), "failed" (non-zero exit, e.g. an AssertionError or MemoryError, or an early exit
+    under ``must_finish``), or "timeout" (killed at the wall-clock or CPU limit).
     """
 
     status: str
@@ -238,12 +255,15 @@ def run_python(
     max_file_mb: int = 16,
     max_open_files: int = 256,
     mode: str | None = None,
+    must_finish: bool = False,
 ) -> SandboxResult:
     """Run ``code`` as a Python program under the limits above and report the outcome.
 
     ``timeout_s``: wall-clock limit (the CPU-time limit is ``ceil(timeout_s) + 1`` s);
     ``memory_mb``: per-process address-space limit; ``max_procs``: process limit of the
     sandbox user; ``max_file_mb``: largest file it may write (also caps stdout/stderr).
+    ``must_finish``: exit code 0 counts as passed only if the program reached its last line
+    (test programs: an early ``sys.exit(0)`` in the tested code skips the tests).
     """
     if not isinstance(code, str):
         raise ValueError(f"code must be a str, got {type(code).__name__}")
@@ -259,8 +279,12 @@ def run_python(
     workdir = tempfile.mkdtemp(prefix="selfjudge-sbx-")
     try:
         prog = os.path.join(workdir, "prog.py")
+        nonce = "selfjudge-finished-" + os.urandom(16).hex()
         with open(prog, "w", encoding="utf-8") as f:
-            f.write(_GUARD + "\n" + code)
+            if must_finish:
+                f.write(_GUARD + _FINISH_GUARD + "\n" + code + "\n_sbx_finished()\n")
+            else:
+                f.write(_GUARD + "\n" + code)
         out_path, err_path = os.path.join(workdir, "stdout.txt"), os.path.join(workdir, "stderr.txt")
         if drop_uid:
             for p in (workdir, prog):
@@ -283,6 +307,7 @@ def run_python(
             "TMPDIR": workdir,
             "PYTHONHASHSEED": "0",
             "OMP_NUM_THREADS": "1",
+            **({_FINISH_ENV: nonce} if must_finish else {}),
             **{k: "http://127.0.0.1:9" for k in ("http_proxy", "https_proxy", "all_proxy",
                                                  "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")},
         }
@@ -309,10 +334,13 @@ def run_python(
         rc = proc.returncode
         if timed_out or rc in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
             status = "timeout"
-        elif rc == 0:
+        elif rc == 0 and (not must_finish or nonce in _tail(out_path)):
             status = "passed"
         else:
             status = "failed"
-        return SandboxResult(status, rc, _tail(out_path), _tail(err_path), wall, tuple(enforced))
+        stderr = _tail(err_path)
+        if rc == 0 and status == "failed":
+            stderr += "\n[sandbox] the program exited before its last line (its tests did not all run)"
+        return SandboxResult(status, rc, _tail(out_path), stderr, wall, tuple(enforced))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

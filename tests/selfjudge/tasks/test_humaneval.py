@@ -52,3 +52,28 @@ def test_canonical_solutions_of_a_slice_pass():
     task = load_task("humaneval")
     exs = task.examples("val", limit=6)
     assert [task.score(e.reference["canonical_solution"], e) for e in exs] == [1.0] * 6
+
+
+@pytest.mark.parametrize("exit_call", ["import sys\nsys.exit(0)", "import os\nos._exit(0)", "raise SystemExit",
+                                       "raise SystemExit(0)", "import sys\nsys.stdout.close()\nsys.exit(0)"])
+def test_early_exit_is_not_a_pass(exit_call):
+    """Code that exits with status 0 before the tests run fails (it used to pass unchecked)."""
+    task = load_task("humaneval")
+    ex = task.examples("eval", limit=1)[0]
+    wrong = f"```python\ndef has_close_elements(numbers, threshold):\n    return False\n\n{exit_call}\n```"
+    r = task.run(wrong, ex)
+    assert r.returncode == 0 and r.status == "failed" and "exited before its last line" in r.stderr
+    assert task.score(wrong, ex) == 0.0
+    right = ("```python\n" + ex.reference["prompt"] + ex.reference["canonical_solution"] + f"\n{exit_call}\n```")
+    assert task.score(right, ex) == 0.0  # its tests never ran either
+
+
+def test_sandbox_must_finish_plain_program():
+    from selfjudge.tasks.sandbox import run_python
+
+    assert run_python("print('hi')", must_finish=True).passed
+    assert not run_python("import sys\nsys.exit(0)\nprint('hi')", must_finish=True).passed
+    assert run_python("import sys\nsys.exit(0)").passed  # without must_finish exit code 0 is success
+    # the nonce is not visible to the program's own code
+    assert not run_python("import os\nprint(os.environ.get('SELFJUDGE_SBX_FINISHED'))\nimport sys\nsys.exit(0)",
+                          must_finish=True).passed
