@@ -26,7 +26,7 @@ def _engines(pair: str, k: int, threshold, verifier_path: str | None, target, dr
     from selfjudge.judge.verifier import shipped_verifier_path
 
     path = verifier_path or shipped_verifier_path("selfjudge", pair, "gsm8k")
-    verifier = load_verifier(path, expect_hidden_size=target.config.hidden_size)
+    verifier = load_verifier(path, expect_model=pair, expect_hidden_size=target.config.hidden_size)
     common = dict(num_draft_tokens=k)
     return {
         "target-only": SpeculativeEngine(target, None, tokenizer, policy="autoregressive", **common),

@@ -59,8 +59,12 @@ def make_configs(
             names = list(named_thresholds) + (list(sweep_thresholds) if K in sweep_ks else [])
             seen = set()
             for t in names:
-                if t in seen or t not in verifier.thresholds:
+                if t in seen:
                     continue
+                try:
+                    verifier.threshold(t)  # a stored name or a logit value; anything else is an error
+                except ValueError as err:
+                    raise ValueError(f"thresholds: {family} verifier: {err}") from None
                 seen.add(t)
                 cfgs.append(Config(f"{family}-{t}", family, "judge", K, threshold=t))
     return cfgs

@@ -137,9 +137,49 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
         if path is None:
             _log.warning(f"[wallclock] no {family} verifier for {task}: its configurations are skipped")
             continue
-        judges[family] = load_verifier(path, expect_hidden_size=hidden_size)
+        judges[family] = load_verifier(path, expect_model=spec.pair, expect_hidden_size=hidden_size)
         paths[family] = str(path)
     return judges, paths
+
+
+def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids: list[str]) -> dict:
+    """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
+    return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
+            "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths), "drafter": spec.drafter,
+            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits}
+
+
+def stale_settings(block: dict, settings: dict) -> list[str]:
+    """The settings a written block was measured with that differ from ``settings`` (a key the
+    block predates counts as its default: pair smollm2-135m, drafter model, no digit protection)."""
+    defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False}
+    if "protect_digits" not in block and block.get("protected_token_ids") is not None:
+        defaults["protect_digits"] = True
+    def comparable(key, value):
+        if value is None:
+            value = defaults.get(key)
+        if key == "verifiers":  # the same file in another checkout is the same verifier
+            value = {family: Path(path).name for family, path in (value or {}).items()}
+        return value
+
+    return [f"{k}={comparable(k, block.get(k))!r} (now {comparable(k, v)!r})" for k, v in settings.items()
+            if comparable(k, block.get(k)) != comparable(k, v)]
+
+
+def _reusable(spec: MatrixSpec, task: str, batch: int, verifier_paths: dict) -> bool:
+    """Whether the block is written with this run's settings; ``ValueError`` if it is written
+    with others (reusing it would mix two settings in one table, redoing it would lose it)."""
+    path = spec.out / BLOCKS / f"{task}_b{batch}.json"
+    if not path.exists():
+        return False
+    from selfjudge.tasks import load_task
+
+    prompt_ids = [ex.prompt_id for ex in load_task(task).examples("eval", limit=spec.limit)]
+    stale = stale_settings(json.loads(path.read_text()), block_settings(spec, task, verifier_paths, prompt_ids))
+    if stale:
+        raise ValueError(f"out: {path} was measured with {'; '.join(stale)}: rerun with --force to redo it, "
+                         "or choose another --out")
+    return True
 
 
 def run_matrix(spec: MatrixSpec, command: str) -> Path:
@@ -181,7 +221,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     t0 = time.perf_counter()
     n = len(warm.generate([probe], max_new_tokens=16)[0].token_ids)
     step = (time.perf_counter() - t0) / max(n, 1)
-    todo = [p for p in plan if spec.force or not (spec.out / BLOCKS / f"{p[0]}_b{p[1]}.json").exists()]
+    todo = [p for p in plan if spec.force or not _reusable(spec, p[0], p[1], p[4])]
     est = sum(len(cfgs) * spec.limit * (spec.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
               for t, b, cfgs, _, _ in todo)
     _log.info(f"[wallclock] {len(todo)} of {len(plan)} blocks to run, "
@@ -207,9 +247,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         t_block = time.perf_counter()
         rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new)
         block = {
-            "task": task_name, "batch": b, "max_new_tokens": max_new, "split": "eval",
-            "prompt_ids": [ex.prompt_id for ex in examples], "verifiers": paths, "command": command,
-            "drafter": spec.drafter, "eagle_dir": spec.eagle_dir,
+            "task": task_name, "batch": b, "split": "eval", "command": command,
+            **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),
             "protected_token_ids": protected,
             "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
         }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_command, add_drafter_arguments
+from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -11,18 +11,18 @@ def register(subparsers) -> None:
     p.add_argument("--pair", default="smollm2-135m", help="model pair name or target path (load_pair)")
     p.add_argument("--draft", default=None, help="draft folder overriding the pair's draft")
     p.add_argument("--split", default="train")
-    p.add_argument("--limit", type=int, default=None, help="number of prompts")
+    p.add_argument("--limit", type=positive_int, default=None, help="number of prompts")
     p.add_argument("--offset", type=int, default=0, help="skip this many prompts of the split first")
     p.add_argument("--out", required=True, help="label dir")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="response cap (default: the task's)")
-    p.add_argument("--max-labels-per-prompt", type=int, default=None)
-    p.add_argument("--label-fraction", type=float, default=1.0,
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="response cap (default: the task's)")
+    p.add_argument("--max-labels-per-prompt", type=positive_int, default=None)
+    p.add_argument("--label-fraction", type=finite_float, default=1.0,
                    help="label each reached mismatch with this probability (others are stepped over unswapped)")
     p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --pair)")
     p.add_argument("--draft-id", default=None)
-    p.add_argument("--batch-size", type=int, default=1,
+    p.add_argument("--batch-size", type=positive_int, default=1,
                    help="walk this many prompts in lock step (batched regenerations; same labels)")
-    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     p.set_defaults(func=run)

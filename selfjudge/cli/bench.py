@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selfjudge.cli.common import ArgumentParser, add_command, add_drafter_arguments
+from selfjudge.cli.common import ArgumentParser, add_command, add_drafter_arguments, positive_int
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -19,8 +19,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
     ap.add_argument("--pair", default="smollm2-135m")
     ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"])
-    ap.add_argument("--limit", type=int, default=8, help="evaluation prompts per task")
-    ap.add_argument("--max-new-tokens", type=int, default=None,
+    ap.add_argument("--limit", type=positive_int, default=8, help="evaluation prompts per task")
+    ap.add_argument("--max-new-tokens", type=positive_int, default=None,
                     help=f"new-token cap for every task (default per task: {DEFAULT_MAX_NEW})")
     ap.add_argument("--ks", type=int, nargs="+", default=[4, 8])
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
@@ -39,7 +39,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                           eagle_dest="eagle_dir")
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: steadiest on a shared CPU)")
+    ap.add_argument("--threads", type=positive_int, default=1, help="torch threads (1: steadiest on a shared CPU)")
     ap.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="results folder")
     ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
     ap.add_argument("--estimate-only", action="store_true", help="print the expected duration and stop")

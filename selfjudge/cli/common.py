@@ -9,6 +9,7 @@ only place that parses arguments, records the command that made an output
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from typing import Sequence
 
@@ -36,15 +37,40 @@ def command_line(argv: Sequence[str], prog: str = "selfjudge") -> str:
     return " ".join([prog, *(shlex.quote(str(a)) for a in argv)])
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (``nan`` and ``inf`` are refused, they would reach manifests)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--limit 0`` used to process a prompt)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def parse_threshold(text: str | None) -> str | float | None:
     """A judge threshold argument: a logit value, or the name of one stored in the verifier
     file ("F", "R", "q0.90", ...); None stays None (the policy's default)."""
     if text is None:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return text
+    if math.isnan(value):
+        raise ValueError("--threshold must be a number or a stored name, got nan")
+    return value
 
 
 def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest: str = "eagle") -> None:

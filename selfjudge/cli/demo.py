@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from selfjudge.cli.common import add_command, add_drafter_arguments, parse_threshold
+from selfjudge.cli.common import add_command, add_drafter_arguments, parse_threshold, positive_int
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 
@@ -13,9 +13,9 @@ JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 def register(subparsers) -> None:
     p = add_command(subparsers, "demo", "compare target-only, standard SD and SelfJudge on GSM8K prompts")
     p.add_argument("--pair", default="smollm2-135m")
-    p.add_argument("--prompts", type=int, default=4, help="GSM8K evaluation prompts")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
+    p.add_argument("--prompts", type=positive_int, default=4, help="GSM8K evaluation prompts")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128)
+    p.add_argument("-k", type=positive_int, default=4, help="draft tokens per cycle")
     p.add_argument("--threshold", default="R",
                    help="verifier threshold: name (R = reject 90 %% of harmful swaps, F, ...) or logit value")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")

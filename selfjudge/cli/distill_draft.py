@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_command
+from selfjudge.cli.common import add_command, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -10,16 +10,16 @@ def register(subparsers) -> None:
     p.add_argument("--target", default=None, help="target HF folder (default: converted SmolLM2-135M-Instruct)")
     p.add_argument("--out", default="runs/distill-smollm2", help="checkpoint folder (rerun to resume)")
     p.add_argument("--layers", default="0,29", help="target layers the draft starts from")
-    p.add_argument("--head-vocab", type=int, default=8192)
+    p.add_argument("--head-vocab", type=positive_int, default=8192)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-len", type=int, default=256)
-    p.add_argument("--teacher-bs", type=int, default=4)
-    p.add_argument("--train-bs", type=int, default=8)
-    p.add_argument("--steps-per-teacher", type=int, default=2)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--max-steps", type=int, default=100000)
-    p.add_argument("--max-minutes", type=float, default=60.0)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--max-len", type=positive_int, default=256)
+    p.add_argument("--teacher-bs", type=positive_int, default=4)
+    p.add_argument("--train-bs", type=positive_int, default=8)
+    p.add_argument("--steps-per-teacher", type=positive_int, default=2)
+    p.add_argument("--lr", type=finite_float, default=5e-4)
+    p.add_argument("--max-steps", type=positive_int, default=100000)
+    p.add_argument("--max-minutes", type=finite_float, default=60.0)
+    p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
     p.set_defaults(func=run)
 

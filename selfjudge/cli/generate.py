@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, add_drafter_arguments, parse_threshold
+from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, parse_threshold, positive_int
 
 
 def register(subparsers) -> None:
@@ -17,13 +17,13 @@ def register(subparsers) -> None:
     p.add_argument("--raw", action="store_true", help="prompts are already chat-formatted text")
     p.add_argument("--pair", default="smollm2-135m")
     p.add_argument("--policy", default="standard", choices=["autoregressive", "standard", "topk", "judge"])
-    p.add_argument("-k", type=int, default=4, help="draft tokens per cycle")
+    p.add_argument("-k", type=positive_int, default=4, help="draft tokens per cycle")
     add_drafter_arguments(p, "what drafts: the draft model, an EAGLE head or prompt lookup (no model)")
-    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--top-k", type=positive_int, default=2)
     p.add_argument("--verifier", default=None, help="verifier .safetensors for --policy judge")
     p.add_argument("--threshold", default=None, help="threshold name (F, R, ...) or logit value")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-new-tokens", type=positive_int, default=128)
+    p.add_argument("--temperature", type=finite_float, default=0.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", nargs="*", default=None)
     p.add_argument("--json", action="store_true", help="one JSON line per prompt")
@@ -42,7 +42,7 @@ def run(args) -> int:
     if args.policy == "judge":
         from selfjudge.judge import load_verifier
 
-        verifier = load_verifier(args.verifier, expect_hidden_size=target.config.hidden_size)
+        verifier = load_verifier(args.verifier, expect_model=args.pair, expect_hidden_size=target.config.hidden_size)
     drafter = make_drafter(args.drafter, target, draft, eagle_dir=args.eagle)
     engine = SpeculativeEngine(
         target, drafter, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,

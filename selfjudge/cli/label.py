@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, add_drafter_arguments
+from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, positive_int
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -17,13 +17,13 @@ def register(subparsers) -> None:
     p.add_argument("--split", default="train")
     p.add_argument("--window", type=int, default=20, help="suffix window N (0 = prefix-only ablation)")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--tau", type=float, help="label = score > tau")
-    g.add_argument("--tau-quantile", type=float, help="tau = this quantile of all scores of the run")
+    g.add_argument("--tau", type=finite_float, help="label = score > tau")
+    g.add_argument("--tau-quantile", type=finite_float, help="tau = this quantile of all scores of the run")
     p.add_argument("--out", required=True, help="output directory (resumed if it exists)")
-    p.add_argument("--limit", type=int, default=None, help="number of prompts")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call and per shard")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="response length cap (default: the task's)")
-    p.add_argument("--max-tokens-per-forward", type=int, default=2048, help="memory budget of one scoring forward")
+    p.add_argument("--limit", type=positive_int, default=None, help="number of prompts")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="prompts per generate call and per shard")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None, help="response length cap (default: the task's)")
+    p.add_argument("--max-tokens-per-forward", type=positive_int, default=2048, help="memory budget of one scoring forward")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     p.set_defaults(func=run)

@@ -5,21 +5,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from selfjudge.cli.common import add_command
+from selfjudge.cli.common import add_command, finite_float
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "train", "train a verifier (logistic regression) from label shards")
     p.add_argument("--labels", nargs="+", required=True, help="label shard dir(s) (same target and method)")
     p.add_argument("--out", required=True, help="output verifier .safetensors")
-    p.add_argument("--val-fraction", type=float, default=0.2, help="fraction of prompts held out (grouped split)")
+    p.add_argument("--val-fraction", type=finite_float, default=0.2, help="fraction of prompts held out (grouped split)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--target-recall", type=float, default=0.9, help='recall on the unacceptable class for "R"')
+    p.add_argument("--target-recall", type=finite_float, default=0.9, help='recall on the unacceptable class for "R"')
     p.add_argument("--c-grid", default=None, help="comma-separated C values (default logspace(-5, 1, 13))")
     p.add_argument("--report", default=None, help="also write the full JSON report here")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--tau", type=float, default=None, help="SelfJudge: relabel as score > tau before training")
-    g.add_argument("--tau-quantile", type=float, default=None, help="SelfJudge: tau = this quantile of the scores")
+    g.add_argument("--tau", type=finite_float, default=None, help="SelfJudge: relabel as score > tau before training")
+    g.add_argument("--tau-quantile", type=finite_float, default=None, help="SelfJudge: tau = this quantile of the scores")
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command
+from selfjudge.cli.common import add_command, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -15,19 +15,19 @@ def register(subparsers) -> None:
                    help="the target's own greedy responses (default) or the tasks' reference answers")
     p.add_argument("--gsm8k", type=int, default=200, help="GSM8K train prompts")
     p.add_argument("--sharegpt", type=int, default=200, help="ShareGPT train prompts")
-    p.add_argument("--heldout", type=int, default=32, help="val prompts whose target responses are the held-out text")
-    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--heldout", type=positive_int, default=32, help="val prompts whose target responses are the held-out text")
+    p.add_argument("--max-new-tokens", type=positive_int, default=256)
     p.add_argument("--head-vocab", choices=("draft", "full"), default="draft",
                    help="draft from the shipped draft's sub-vocabulary (cheap head) or the full vocabulary")
-    p.add_argument("--steps", type=int, default=3000)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--token-weight", type=float, default=0.1, help="weight of the token loss (feature loss: 1)")
-    p.add_argument("--noise", type=float, default=0.2, help="uniform noise on the input features (EAGLE)")
-    p.add_argument("--eval-every", type=int, default=200)
-    p.add_argument("--max-minutes", type=float, default=60.0)
+    p.add_argument("--steps", type=positive_int, default=3000)
+    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--lr", type=finite_float, default=5e-4)
+    p.add_argument("--token-weight", type=finite_float, default=0.1, help="weight of the token loss (feature loss: 1)")
+    p.add_argument("--noise", type=finite_float, default=0.2, help="uniform noise on the input features (EAGLE)")
+    p.add_argument("--eval-every", type=positive_int, default=200)
+    p.add_argument("--max-minutes", type=finite_float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--init", default=None, help="start from this exported head folder (when --out has no checkpoint)")
     p.add_argument("--export", default=None, help="after training, write the shippable head folder here (fp16)")
     p.set_defaults(func=run)

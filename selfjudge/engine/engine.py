@@ -68,6 +68,20 @@ class _Timer:
         return dt
 
 
+
+def _check_text(prompt, index: int) -> None:
+    """Text must be valid Unicode (a command line or file read with the wrong encoding gives
+    lone surrogates, which the tokenizer cannot take)."""
+    texts = [prompt] if isinstance(prompt, str) else (
+        [m.get("content") for m in prompt if isinstance(m, dict)] if isinstance(prompt, (list, tuple)) else [])
+    for text in texts:
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise ValueError(f"prompts[{index}] is not valid UTF-8 text (undecodable byte at character "
+                                 f"{err.start}); decode the input as UTF-8 first") from None
+
 class SpeculativeEngine:
     """Batched speculative decoding with pluggable acceptance policies.
 
@@ -157,9 +171,10 @@ class SpeculativeEngine:
         ):
             prompts = [prompts]
         out = []
-        for p in prompts:
+        for index, p in enumerate(prompts):
             if isinstance(p, torch.Tensor):
                 p = p.tolist()
+            _check_text(p, index)
             if chat:
                 if self.tokenizer is None:
                     raise ValueError("chat=True needs a tokenizer")
@@ -169,11 +184,32 @@ class SpeculativeEngine:
                 if self.tokenizer is None:
                     raise ValueError("string prompts need a tokenizer")
                 p = self.tokenizer(p, add_special_tokens=False)["input_ids"]
-            ids = [int(t) for t in p]
+            try:
+                ids = [int(t) for t in p]
+            except (TypeError, ValueError):
+                raise ValueError(f"prompts[{index}] must be text, a message list or token ids, "
+                                 f"got {type(p).__name__}") from None
             if not ids:
                 raise ValueError("prompts must not be empty")
+            vocab = getattr(self.target.config, "vocab_size", None)
+            if vocab is not None and any(not 0 <= t < vocab for t in ids):
+                raise ValueError(f"prompts[{index}] holds token ids outside [0, {vocab})")
             out.append(ids)
         return out
+
+    def _check_context(self, prompts: list[list[int]], max_new_tokens: int) -> None:
+        """Prompt + new tokens must fit the target's context window (positions past it are
+        untrained: the model would run, slowly, and return nonsense)."""
+        window = getattr(self.target.config, "max_position_embeddings", None)
+        if window is None:
+            return
+        longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+        need = len(prompts[longest]) + max_new_tokens
+        if need > window:
+            raise ValueError(
+                f"prompts[{longest}] has {len(prompts[longest])} tokens; with max_new_tokens={max_new_tokens} that is "
+                f"{need} positions, more than the target's context window ({window}): shorten the prompt or "
+                "lower max_new_tokens")
 
     def _decode(self, ids: list[int]) -> str:
         if self.tokenizer is None:
@@ -206,12 +242,13 @@ class SpeculativeEngine:
         """
         if int(max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        if float(temperature) < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0 <= float(temperature) < float("inf"):
+            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         if stops and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
         ids = self._encode(prompts, chat)
+        self._check_context(ids, int(max_new_tokens))
         generator = torch.Generator(device=self.device)
         if seed is not None:
             generator.manual_seed(int(seed))

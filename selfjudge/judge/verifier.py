@@ -52,6 +52,9 @@ class Verifier:
         if not math.isfinite(self.bias) or not bool(torch.isfinite(self.weight).all()):
             raise ValueError("weight and bias must be finite")
         self.thresholds = {str(k): float(v) for k, v in self.thresholds.items()}
+        bad = sorted(k for k, v in self.thresholds.items() if math.isnan(v))
+        if bad:
+            raise ValueError(f"thresholds must be numbers, {bad} are NaN")
 
     @property
     def hidden_size(self) -> int:
@@ -128,21 +131,38 @@ def load_verifier(
         expect_hidden_size: if given, must equal the weight length.
 
     Raises:
-        ValueError: not a verifier file, or a model / hidden-size mismatch.
+        ValueError: not a readable verifier file (the message names ``path``), non-finite
+            weights or NaN thresholds, or a model / hidden-size mismatch.
+        OSError: the file cannot be opened (missing, a folder, no permission).
     """
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(str(path), framework="pt") as f:
-        header = f.metadata() or {}
-        if header.get("format") != FORMAT or _META_KEY not in header:
-            raise ValueError(f"path {path!s} is not a selfjudge verifier file (format {header.get('format')!r})")
-        keys = set(f.keys())
-        if keys != {"weight", "bias"}:
-            raise ValueError(f"path {path!s}: expected tensors weight and bias, found {sorted(keys)}")
-        weight = f.get_tensor("weight")
-        bias = f.get_tensor("bias")
-    meta = json.loads(header[_META_KEY])
-    thresholds = meta.pop("thresholds", {})
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"path: no verifier file at {path!s}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            if header.get("format") != FORMAT or _META_KEY not in header:
+                raise ValueError(f"path {path!s} is not a selfjudge verifier file (format {header.get('format')!r})")
+            keys = set(f.keys())
+            if keys != {"weight", "bias"}:
+                raise ValueError(f"path {path!s}: expected tensors weight and bias, found {sorted(keys)}")
+            weight = f.get_tensor("weight")
+            bias = f.get_tensor("bias")
+    except (SafetensorError, RuntimeError, TypeError) as err:  # truncated or corrupt file
+        raise ValueError(f"path {path!s} is not a readable safetensors verifier file ({err})") from None
+    try:
+        meta = json.loads(header[_META_KEY])
+        if not isinstance(meta, dict):
+            raise TypeError("metadata is not a JSON object")
+        thresholds = meta.pop("thresholds", {})
+        if not isinstance(thresholds, dict):
+            raise TypeError("thresholds is not a JSON object")
+        thresholds = {str(k): float(v) for k, v in thresholds.items()}
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"path {path!s}: broken verifier metadata ({err})") from None
+    if not weight.is_floating_point() or not bias.is_floating_point():
+        raise ValueError(f"path {path!s}: weight and bias must be floating point, got {weight.dtype}, {bias.dtype}")
     hidden = int(weight.shape[0]) if weight.dim() == 1 else -1
     if weight.dim() != 1 or bias.numel() != 1:
         raise ValueError(f"path {path!s}: weight must be [H] and bias a scalar, got {tuple(weight.shape)}, {tuple(bias.shape)}")
@@ -154,6 +174,10 @@ def load_verifier(
         )
     if expect_model is not None and meta.get("target") != expect_model:
         raise ValueError(
-            f"verifier {path!s} was trained for target model {meta.get('target')!r}, but expect_model={expect_model!r}"
+            f"verifier {path!s} was trained for target model {meta.get('target')!r}, not {expect_model!r}: "
+            "its judge reads another model's hidden states (retrain it on this target's labels)"
         )
-    return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta)
+    try:
+        return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta)
+    except ValueError as err:
+        raise ValueError(f"path {path!s}: {err}") from None

@@ -93,6 +93,8 @@ class Task:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if limit is not None and limit < 0:
             raise ValueError(f"limit must be >= 0 or None, got {limit}")
+        if limit == 0:
+            return []
         ds = self.dataset
         ds = ds.select([i for i, s in enumerate(ds["split"]) if s == split])
         out: list[Example] = []

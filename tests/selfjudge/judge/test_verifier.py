@@ -46,7 +46,7 @@ def test_threshold_lookup():
 def test_load_refuses_mismatch(tmp_path):
     p = tmp_path / "v.safetensors"
     make().save(p)
-    with pytest.raises(ValueError, match="expect_model"):
+    with pytest.raises(ValueError, match="not 'org/other'"):
         load_verifier(p, expect_model="org/other")
     with pytest.raises(ValueError, match="hidden size 8"):
         load_verifier(p, expect_hidden_size=576)
@@ -63,3 +63,53 @@ def test_bad_construction():
         Verifier(weight=torch.zeros(3), bias=float("nan"))
     with pytest.raises(ValueError, match="hidden size"):
         make().logits(torch.zeros(2, 5))
+
+
+def _header(path):
+    with safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "bad json", "json list", "nan threshold",
+                                    "string threshold", "int weight", "inf weight"])
+def test_broken_files_raise_value_error_naming_path(tmp_path, damage):
+    """Every broken file is a ValueError that names the path (was SafetensorError/TypeError/
+    AttributeError, and NaN thresholds loaded silently)."""
+    p = tmp_path / "v.safetensors"
+    make().save(p)
+    raw = p.read_bytes()
+    meta = _header(p)
+    inner = json.loads(meta["selfjudge_verifier"])
+    tensors = {"weight": torch.randn(8), "bias": torch.tensor(0.0)}
+    if damage == "truncated":
+        p.write_bytes(raw[: len(raw) // 2])
+    elif damage == "garbage":
+        p.write_bytes(b"\x00\xffnot a safetensors file at all" * 3)
+    elif damage == "empty":
+        p.write_bytes(b"")
+    elif damage == "bad json":
+        save_file(tensors, str(p), metadata={**meta, "selfjudge_verifier": "{not json"})
+    elif damage == "json list":
+        save_file(tensors, str(p), metadata={**meta, "selfjudge_verifier": "[1, 2]"})
+    elif damage in ("nan threshold", "string threshold"):
+        inner["thresholds"]["F"] = float("nan") if damage == "nan threshold" else "high"
+        save_file(tensors, str(p), metadata={**meta, "selfjudge_verifier": json.dumps(inner)})
+    elif damage == "int weight":
+        save_file({"weight": torch.zeros(8, dtype=torch.long), "bias": torch.tensor(0.0)}, str(p), metadata=meta)
+    elif damage == "inf weight":
+        save_file({"weight": torch.full((8,), float("inf")), "bias": torch.tensor(0.0)}, str(p), metadata=meta)
+    with pytest.raises(ValueError) as err:
+        load_verifier(p)
+    assert str(p) in str(err.value)
+
+
+def test_missing_file_is_an_os_error_naming_path(tmp_path):
+    with pytest.raises(OSError, match="no verifier file"):
+        load_verifier(tmp_path / "absent.safetensors")
+    with pytest.raises(OSError):
+        load_verifier(tmp_path)  # a folder
+
+
+def test_nan_threshold_refused_at_construction():
+    with pytest.raises(ValueError, match="NaN"):
+        Verifier(weight=torch.zeros(4), bias=0.0, thresholds={"F": float("nan")})
