@@ -201,7 +201,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     hidden = int(target.config.hidden_size)
     from selfjudge.folders import lock_folder
 
-    lock = lock_folder(spec.out, command)  # noqa: F841 - two runs may share a folder only one after the other
+    lock = lock_folder(spec.out, command)  # noqa: F841 - held to the end: runs share a folder one after the other
     (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
 
     plan = []  # (task, batch, configs, judges, paths)

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from pathlib import Path
 
 import torch
 
-from .records import load_records, save_records
+from .records import load_records, read_checkpoint, save_records, write_checkpoint
 
 _log = logging.getLogger(__name__)
 
@@ -170,29 +169,36 @@ def evaluate(draft, records, pad_id, full_to_sub, bs: int = 8) -> dict:
 
 # ----------------------------------------------------------------------------- checkpoint io
 def _save_ckpt(out: Path, draft, opt, state: dict, records: list[dict], n_saved_records: int) -> int:
-    """Write trainable tensors, optimiser moments, new teacher records and the JSON."""
-    from safetensors.torch import save_file
-
+    """Commit trainable tensors, optimiser moments and the JSON in one step (:func:`write_checkpoint`);
+    new teacher records go first to a shard named by its first record, so a rewrite after a
+    kill replaces the uncommitted shard instead of adding a second copy."""
     from .draft import trainable_state
 
-    out.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in trainable_state(draft).items()}, str(out / "draft.safetensors.tmp"))
     opt_t = {}
     for i, p in enumerate(opt.param_groups[0]["params"]):
         st = opt.state.get(p, {})
         for k, v in st.items():
             opt_t[f"{i}.{k}"] = v if torch.is_tensor(v) else torch.tensor(v)
-    save_file(opt_t, str(out / "optim.safetensors.tmp"))
     if len(records) > n_saved_records:
-        shard = out / f"teacher-{len(list(out.glob('teacher-*.safetensors'))):05d}.safetensors"
-        save_records(shard, records[n_saved_records:])
+        save_records(out / f"teacher-{n_saved_records:08d}.safetensors", records[n_saved_records:])
         n_saved_records = len(records)
-    state = dict(state, n_records=n_saved_records)
-    os.replace(out / "draft.safetensors.tmp", out / "draft.safetensors")
-    os.replace(out / "optim.safetensors.tmp", out / "optim.safetensors")
-    (out / "state.json.tmp").write_text(json.dumps(state, indent=1))
-    os.replace(out / "state.json.tmp", out / "state.json")
+    state["n_records"] = n_saved_records
+    write_checkpoint(out, {"draft": trainable_state(draft), "optim": opt_t}, state)
     return n_saved_records
+
+
+def _load_teacher_records(out: Path, n_records: int) -> list[dict]:
+    """The first ``n_records`` committed teacher records (shards named by their first record;
+    older runs numbered them 0, 1, ... in order, which sorts the same way)."""
+    records: list[dict] = []
+    for shard in sorted(out.glob("teacher-*.safetensors")):
+        if len(records) >= n_records:
+            break
+        start = int(shard.stem.split("-")[1])
+        if len(shard.stem.split("-")[1]) == 8:  # named by first record: drop an overlap with what is loaded
+            records = records[:start]
+        records += load_records(shard)
+    return records[:n_records]
 
 
 # ----------------------------------------------------------------------------- job
@@ -205,7 +211,6 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
 
     ``sequences`` / ``heldout`` (lists of (token ids, response start)) override the
     built-in data (used by tests on tiny models)."""
-    from safetensors.torch import load_file
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -216,7 +221,7 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
     from selfjudge.folders import lock_folder
 
     out = Path(out_dir)
-    lock = lock_folder(out)  # noqa: F841 - one job per checkpoint folder, held until this call returns
+    lock = lock_folder(out)  # one job per checkpoint folder, held until this call returns
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(target_dir)
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
@@ -257,16 +262,13 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
     records: list[dict] = []
     if state["step"] > 0:
-        tsd = load_file(str(out / "draft.safetensors"))
-        draft.load_state_dict(tsd, strict=False)
-        osd = load_file(str(out / "optim.safetensors"))
+        draft.load_state_dict(read_checkpoint(out, state, "draft", legacy="draft.safetensors"), strict=False)
+        osd = read_checkpoint(out, state, "optim", legacy="optim.safetensors")
         for i, p in enumerate(params):
             st = {k.split(".", 1)[1]: v for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
             if st:
                 opt.state[p] = st
-        for shard in sorted(out.glob("teacher-*.safetensors")):
-            records += load_records(shard)
-        records = records[: state["n_records"]]
+        records = _load_teacher_records(out, state["n_records"])
     n_saved = len(records)
 
     heldout_path = out / "heldout-teacher.safetensors"
@@ -330,17 +332,18 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
     _save_ckpt(out, draft, opt, state, records, n_saved)
     if verbose:
         _log.info(f"[distill] stopped at step {state['step']}: held-out {state['history'][-1]}")
+    lock.release()
     return state
 
 
 def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None = None) -> Path:
     """Write the shippable draft: ``draft.safetensors`` (trainable tensors in ``dtype``
     + ``head_vocab_ids``) and ``draft.json`` (config, layers, seed, data, steps, metrics)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     ckpt_dir, export_dir = Path(ckpt_dir), Path(export_dir)
     state = json.loads((ckpt_dir / "state.json").read_text())
-    tensors = {k: v.to(dtype) for k, v in load_file(str(ckpt_dir / "draft.safetensors")).items()}
+    tensors = {k: v.to(dtype) for k, v in read_checkpoint(ckpt_dir, state, "draft", legacy="draft.safetensors").items()}
     tensors["head_vocab_ids"] = torch.tensor(state["head_vocab_ids"], dtype=torch.int32)
     export_dir.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(export_dir / "draft.safetensors"), metadata={"format": "selfjudge-draft-v1"})

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .records import load_records, save_records
+from .records import load_records, read_checkpoint, save_records, write_checkpoint, write_state
 from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
 
 _log = logging.getLogger(__name__)
@@ -196,7 +196,6 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     ``data`` is recorded. ``init_from``: an exported head folder to start from (when
     ``out_dir`` holds no checkpoint yet). Stops after ``steps`` steps or ``max_minutes``; rerun to continue.
     """
-    from safetensors.torch import load_file, save_file
     from tqdm.auto import tqdm
 
     out = Path(out_dir)
@@ -210,8 +209,9 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     target.eval()
     lm_head = target.get_output_embeddings().weight.detach()
     head = new_head(target)
-    if (out / "head.safetensors").exists():
-        head.load_state_dict(load_file(str(out / "head.safetensors")), strict=False)
+    saved_head = read_checkpoint(out, state, "head", legacy="head.safetensors")
+    if saved_head is not None:
+        head.load_state_dict(saved_head, strict=False)
     elif init_from is not None:  # warm start from an exported head folder (published layout)
         from .eagle import load_eagle_head
 
@@ -221,8 +221,8 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
         state.setdefault("init_from", str(init_from))
     params = [p for n, p in head.named_parameters() if not n.startswith("body.embed_tokens")]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
-    if (out / "optim.pt.safetensors").exists():
-        moments = load_file(str(out / "optim.pt.safetensors"))
+    moments = read_checkpoint(out, state, "optim", legacy="optim.pt.safetensors")
+    if moments is not None:
         for i, p in enumerate(params):
             st = {k.split(".", 1)[1]: v for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
             if st:
@@ -246,20 +246,16 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
         save_records(out / f"features-{state['n_cached']:06d}.safetensors", new)
         records += new
         state["n_cached"] += len(chunk)
-        state_path.write_text(json.dumps(state, indent=1))
+        write_state(out, state)
         bar.update(len(chunk))
     bar.close()
 
     def checkpoint() -> None:
-        save_file({k: v.detach().contiguous() for k, v in head.state_dict().items()
-                   if not k.startswith("body.embed_tokens")}, str(out / "head.safetensors.tmp"))
-        moments = {f"{i}.{k}": (v if torch.is_tensor(v) else torch.tensor(v)).contiguous()
-                   for i, p in enumerate(params) for k, v in opt.state.get(p, {}).items()}
-        save_file(moments, str(out / "optim.pt.safetensors.tmp"))
-        os.replace(out / "head.safetensors.tmp", out / "head.safetensors")
-        os.replace(out / "optim.pt.safetensors.tmp", out / "optim.pt.safetensors")
-        (out / "state.json.tmp").write_text(json.dumps(state, indent=1))
-        os.replace(out / "state.json.tmp", state_path)
+        write_checkpoint(out, {
+            "head": {k: v for k, v in head.state_dict().items() if not k.startswith("body.embed_tokens")},
+            "optim": {f"{i}.{k}": (v if torch.is_tensor(v) else torch.tensor(v))
+                      for i, p in enumerate(params) for k, v in opt.state.get(p, {}).items()},
+        }, state)
 
     if not state["history"]:
         state["history"].append({"step": 0, **evaluate(head, lm_head, held, pad_id, vocab_ids, token_weight=token_weight)})
@@ -299,12 +295,10 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
 def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
     """Write the shippable head (published layout + ``eagle.json`` with seed, data, steps, curve);
     ``dtype`` (e.g. ``torch.float16``) halves the file; loading casts back to the target's dtype."""
-    from safetensors.torch import load_file
-
     ckpt_dir = Path(ckpt_dir)
     state = json.loads((ckpt_dir / "state.json").read_text())
     head = new_head(target, init_layer=None)
-    head.load_state_dict(load_file(str(ckpt_dir / "head.safetensors")), strict=False)
+    head.load_state_dict(read_checkpoint(ckpt_dir, state, "head", legacy="head.safetensors"), strict=False)
     meta = {k: v for k, v in state.items() if k != "vocab_ids"}
     meta["vocab_size_of_draft_head"] = None if state.get("vocab_ids") is None else len(state["vocab_ids"])
     meta.update(extra or {})

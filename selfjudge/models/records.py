@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["save_records", "load_records"]
+__all__ = ["save_records", "load_records", "write_checkpoint", "read_checkpoint"]
 
 
 def save_records(path: str | Path, records: list[dict[str, torch.Tensor]]) -> None:
@@ -31,3 +31,57 @@ def load_records(path: str | Path) -> list[dict[str, torch.Tensor]]:
         i, k = key.split(".", 1)
         recs.setdefault(int(i), {})[k] = v
     return [recs[i] for i in sorted(recs)]
+
+
+# ----------------------------------------------------------------------------- training checkpoints
+STATE_FILE = "state.json"
+
+
+def write_checkpoint(out: str | Path, tensors: dict[str, dict[str, torch.Tensor]], state: dict) -> None:
+    """Commit one training checkpoint atomically: a kill at any instant leaves the previous one whole.
+
+    Each group of ``tensors`` (e.g. ``{"head": ..., "optim": ...}``) is written to
+    ``{group}-{step:08d}.safetensors``; then ``state.json``, which names those files
+    under ``"checkpoint"``, replaces the old one (the commit); then the files of older
+    steps are deleted. Readers go through ``state.json`` (:func:`read_checkpoint`), so
+    tensors and state always come from the same step.
+    """
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    step = int(state["step"])
+    files = {}
+    for group, tensors_of_group in tensors.items():
+        name = f"{group}-{step:08d}.safetensors"
+        save_file({k: v.detach().contiguous() for k, v in tensors_of_group.items()}, str(out / (name + ".tmp")))
+        os.replace(out / (name + ".tmp"), out / name)
+        files[group] = name
+    state["checkpoint"] = files
+    write_state(out, state)
+    for group, name in files.items():
+        for old in out.glob(f"{group}-*.safetensors"):
+            if old.name != name:
+                old.unlink(missing_ok=True)
+
+
+def write_state(out: str | Path, state: dict) -> None:
+    """Replace ``out/state.json`` atomically (never a torn file, whenever the job is killed)."""
+    import json
+
+    tmp = Path(out) / (STATE_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(state, indent=1))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, Path(out) / STATE_FILE)
+
+
+def read_checkpoint(out: str | Path, state: dict, group: str, legacy: str) -> dict[str, torch.Tensor] | None:
+    """The tensors of ``group`` that ``state`` (read from ``state.json``) committed; ``legacy`` is
+    the file name runs made before :func:`write_checkpoint` used. None: no checkpoint yet."""
+    from safetensors.torch import load_file
+
+    out = Path(out)
+    name = (state.get("checkpoint") or {}).get(group)
+    path = out / name if name else out / legacy
+    return load_file(str(path)) if path.exists() else None

@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 import torch
 
 from selfjudge.bench import matrix as wm
@@ -47,11 +48,12 @@ def _setup(tiny):
 def test_matrix_configs_and_block_rows(tiny):
     tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
-    cfgs = wm.make_configs([2, 3], [2], judges, ["none", "all", "missing"], ["F"], sweep_ks=[2])
+    cfgs = wm.make_configs([2, 3], [2], judges, ["none", "all"], ["F"], sweep_ks=[2])
     names = [c.key for c in cfgs]
     assert names[0] == "target-only@K0"
     assert "SelfJudge-F@K2" in names and "SelfJudge-F@K3" not in names  # sweep only at K=2
-    assert not any("missing" in n for n in names)  # unknown threshold names are skipped
+    with pytest.raises(ValueError, match="missing"):  # an unknown threshold name is an error, not a skip
+        wm.make_configs([2], [2], judges, ["none", "missing"], [], sweep_ks=[2])
     engines = wm.build_engines(target, draft, tok, cfgs, judges)
     examples = [Ex(i) for i in range(len(prompts))]
     rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), examples, prompts, batch=3,
