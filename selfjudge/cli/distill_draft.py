@@ -19,6 +19,8 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=finite_float, default=5e-4)
     p.add_argument("--max-steps", type=positive_int, default=100000)
     p.add_argument("--max-minutes", type=finite_float, default=60.0)
+    p.add_argument("--ckpt-minutes", type=finite_float, default=3.0, help="checkpoint at least this often (0: every step)")
+    p.add_argument("--sharegpt", type=positive_int, default=6000, help="ShareGPT training conversations")
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
     p.set_defaults(func=run)
@@ -35,7 +37,8 @@ def run(args) -> int:
     target = args.target or str(ensure_smollm2_target())
     distill(target, args.out, layers=layers, head_vocab=args.head_vocab, seed=args.seed, max_len=args.max_len,
             teacher_bs=args.teacher_bs, train_bs=args.train_bs, steps_per_teacher=args.steps_per_teacher,
-            lr=args.lr, max_steps=args.max_steps, max_minutes=args.max_minutes, threads=args.threads)
+            lr=args.lr, max_steps=args.max_steps, max_minutes=args.max_minutes, threads=args.threads,
+            ckpt_minutes=args.ckpt_minutes, n_sharegpt=args.sharegpt)
     if args.export:
         export_draft(args.out, args.export)
         print(f"[distill] exported to {args.export}")

@@ -26,6 +26,7 @@ def register(subparsers) -> None:
     p.add_argument("--noise", type=finite_float, default=0.2, help="uniform noise on the input features (EAGLE)")
     p.add_argument("--eval-every", type=positive_int, default=200)
     p.add_argument("--max-minutes", type=finite_float, default=60.0)
+    p.add_argument("--ckpt-minutes", type=finite_float, default=3.0, help="checkpoint at least this often (0: every step)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--init", default=None, help="start from this exported head folder (when --out has no checkpoint)")
@@ -59,7 +60,7 @@ def run(args) -> int:
     state = train_eagle(target, train, heldout, args.out, pad_id=pad, vocab_ids=vocab_ids, steps=args.steps,
                         batch_size=args.batch_size, lr=args.lr, token_weight=args.token_weight, noise=args.noise,
                         seed=args.seed, eval_every=args.eval_every, max_minutes=args.max_minutes, data=data,
-                        init_from=args.init)
+                        init_from=args.init, ckpt_minutes=args.ckpt_minutes)
     print(json.dumps({"step": state["step"], "heldout": state["history"][-1]}))
     if args.export:
         export_eagle(args.out, target, args.export, extra={"command": args.command_line}, dtype=torch.float16)

@@ -115,7 +115,9 @@ def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
         "bias": torch.tensor(verifier.bias, dtype=torch.float32),
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    save_file(tensors, str(path), metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
+    tmp = f"{path}.tmp"  # renamed into place: a killed write never leaves a torn verifier
+    save_file(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
+    os.replace(tmp, path)
 
 
 def load_verifier(

@@ -13,6 +13,7 @@ import torch
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine.eagle_drafter import EagleDrafter
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter, lookup
+from selfjudge.models.records import read_checkpoint
 from selfjudge.models.eagle import load_draft_vocab, load_eagle_head, save_eagle_head
 from selfjudge.models.eagle_train import eagle_loss, export_eagle, new_head, target_features, train_eagle
 
@@ -50,9 +51,7 @@ def trained_head(target, tmp_path_factory, tiny):
     state = train_eagle(target, text[:200], text[200:], out, pad_id=0, steps=300, batch_size=8, lr=3e-3, warmup=20,
                         noise=0.0, eval_every=100, progress=False)
     head = new_head(target, init_layer=None)
-    from safetensors.torch import load_file
-
-    head.load_state_dict(load_file(str(out / "head.safetensors")), strict=False)
+    head.load_state_dict(read_checkpoint(out, state, "head", legacy="head.safetensors"), strict=False)
     return head.eval(), state, out
 
 
@@ -98,7 +97,8 @@ def test_eagle_training_learns_and_resumes(trained_head):
     _, state, out = trained_head
     curve = [h["agreement"] for h in state["history"]]
     assert state["step"] == 300 and curve[-1] > curve[0] + 0.2, curve  # it learns the target's next token
-    assert (out / "head.safetensors").exists() and (out / "state.json").exists()
+    assert (out / state["checkpoint"]["head"]).exists() and (out / "state.json").exists()
+    assert sorted(p.name for p in out.glob("head-*.safetensors")) == [state["checkpoint"]["head"]]  # older steps gone
 
 
 def test_eagle_is_lossless_and_partly_accepted(target, refs, trained_head):
@@ -155,12 +155,10 @@ def test_eagle_sampling_keeps_the_target_distribution(tiny, tmp_path):
     g = torch.Generator().manual_seed(4)
     prompts = [torch.randint(1, V, (4,), generator=g).tolist() for _ in range(104)]
     text = [(p + hf_greedy(peaky, p, 16), len(p)) for p in prompts]
-    train_eagle(peaky, text[:100], text[100:], tmp_path, pad_id=0, steps=200, lr=3e-3, warmup=20, noise=0.0,
-                eval_every=200, progress=False)
-    from safetensors.torch import load_file
-
+    state = train_eagle(peaky, text[:100], text[100:], tmp_path, pad_id=0, steps=200, lr=3e-3, warmup=20, noise=0.0,
+                        eval_every=200, progress=False)
     head = new_head(peaky, init_layer=None)
-    head.load_state_dict(load_file(str(tmp_path / "head.safetensors")), strict=False)
+    head.load_state_dict(read_checkpoint(tmp_path, state, "head", legacy="head.safetensors"), strict=False)
     prompt, T, rows = [5, 7, 9, 11], 1.0, 3000
     with torch.no_grad():
         p1 = torch.softmax(peaky(torch.tensor([prompt])).logits[0, -1] / T, -1).double()

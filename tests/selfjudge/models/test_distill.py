@@ -17,7 +17,7 @@ def _run(target_dir, out, steps, seqs):
 
 
 def test_resume_equals_uninterrupted(tmp_path, tiny):
-    from safetensors.torch import load_file
+    from selfjudge.models.records import read_checkpoint
 
     tok = tiny.tokenizer()
     target_dir = tiny.save(tmp_path / "t", tok, layers=3)
@@ -28,8 +28,8 @@ def test_resume_equals_uninterrupted(tmp_path, tiny):
     assert state_b["step"] == 2 and state_b["n_records"] == 2
     resumed = _run(target_dir, tmp_path / "b", 4, seqs)
     assert straight["step"] == resumed["step"] == 4 and resumed["next_seq"] == 4
-    a = load_file(str(tmp_path / "a" / "draft.safetensors"))
-    b = load_file(str(tmp_path / "b" / "draft.safetensors"))
+    a = read_checkpoint(tmp_path / "a", straight, "draft", legacy="draft.safetensors")
+    b = read_checkpoint(tmp_path / "b", resumed, "draft", legacy="draft.safetensors")
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
