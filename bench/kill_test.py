@@ -86,7 +86,7 @@ def jobs(work: Path) -> dict:
     """name -> (argv with OUT for the output, comparator, setup needing another job's output)."""
     labels = work / "label" / "ref"
     return {
-        "label": (["label", "--task", "gsm8k", "--split", "train", "--limit", "4", "--tau", "0", "--batch-size", "1",
+        "label": (["label", "--task", "gsm8k", "--split", "train", "--limit", "6", "--tau-quantile", "0.5", "--batch-size", "1",
                    "--max-new-tokens", "24", "--out", "OUT"], same_labels),
         "autojudge-label": (["autojudge-label", "--task", "gsm8k", "--limit", "3", "--max-new-tokens", "20",
                              "--out", "OUT"], same_labels),

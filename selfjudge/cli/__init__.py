@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "selfjudge.cli.label",
     "selfjudge.cli.autojudge_label",
     "selfjudge.cli.train",
+    "selfjudge.cli.import_head",
     "selfjudge.cli.distill_draft",
     "selfjudge.cli.train_eagle",
     "selfjudge.cli.bench",
