@@ -70,9 +70,10 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
 def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: int = 128, k: int = 4,
              threshold: str | float = "R", verifier_path: str | None = None, drafter: str = "model",
-             eagle_dir: str | None = None) -> dict:
+             eagle_dir: str | None = None, device: str = "auto", dtype: str = "auto") -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
-    pieces of the completion with the most judge-only tokens)."""
+    pieces of the completion with the most judge-only tokens). ``device`` / ``dtype``: see
+    :func:`selfjudge.models.load_pair`."""
     import torch
 
     from selfjudge.engine import aggregate_stats
@@ -84,7 +85,7 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     t_start = time.time()
     from selfjudge.engine.drafters import make_drafter
 
-    target, draft, tokenizer = load_pair(pair)
+    target, draft, tokenizer = load_pair(pair, device=device, dtype=dtype)
     draft = make_drafter(drafter, target, draft, eagle_dir=eagle_dir)
     engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer)
     task = load_task("gsm8k")

@@ -66,6 +66,8 @@ class MatrixSpec:
     eagle_dir: str | None = None
     hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
     threads: int = 1
+    device: str = "auto"  # where the models run (selfjudge.devices.resolve_device)
+    dtype: str = "auto"  # bfloat16 on CUDA, float32 on the CPU
     out: Path = Path("bench/results/wallclock")
     force: bool = False  # redo blocks that are already written
     estimate_only: bool = False  # log the expected duration and stop
@@ -146,13 +148,27 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
     """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
     return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
             "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths), "drafter": spec.drafter,
-            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits}
+            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits, "device": _device_name(spec.device),
+            "dtype": _dtype_name(spec)}
+
+
+def _device_name(device: str) -> str:
+    from selfjudge.devices import resolve_device
+
+    return resolve_device(device).type
+
+
+def _dtype_name(spec: MatrixSpec) -> str:
+    from selfjudge.devices import resolve_device, resolve_dtype
+
+    return str(resolve_dtype(spec.dtype, resolve_device(spec.device))).replace("torch.", "")
 
 
 def stale_settings(block: dict, settings: dict) -> list[str]:
     """The settings a written block was measured with that differ from ``settings`` (a key the
     block predates counts as its default: pair smollm2-135m, drafter model, no digit protection)."""
-    defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False}
+    defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
+                "device": "cpu", "dtype": "float32"}
     if "protect_digits" not in block and block.get("protected_token_ids") is not None:
         defaults["protect_digits"] = True
     def comparable(key, value):
@@ -196,7 +212,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
 
     from selfjudge.engine.drafters import make_drafter
 
-    target, draft, tok = load_pair(spec.pair)
+    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype)
     drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir)
     hidden = int(target.config.hidden_size)
     from selfjudge.folders import lock_folder

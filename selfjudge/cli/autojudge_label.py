@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -25,6 +25,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
+    add_device_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -38,7 +39,7 @@ def run(args) -> int:
     from selfjudge.tasks import load_task
 
     torch.set_num_threads(args.threads)
-    pair = load_pair(args.pair, args.draft)
+    pair = load_pair(args.pair, args.draft, device=args.device, dtype=args.dtype)
     drafter = pair.draft
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter

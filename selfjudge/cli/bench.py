@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selfjudge.cli.common import ArgumentParser, add_command, add_drafter_arguments, positive_int
+from selfjudge.cli.common import add_device_arguments, ArgumentParser, add_command, add_drafter_arguments, positive_int
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -37,6 +37,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",
                           eagle_dest="eagle_dir")
+    add_device_arguments(ap)
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=positive_int, default=1, help="torch threads (1: steadiest on a shared CPU)")
@@ -54,7 +55,7 @@ def spec_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in (
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
-        "threads", "out", "force", "estimate_only")}
+        "threads", "out", "force", "estimate_only", "device", "dtype")}
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:

@@ -79,3 +79,13 @@ def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest
                         help=f"{what} (default: the pair's draft model)")
     parser.add_argument("--eagle", dest=eagle_dest, default=None,
                         help="EAGLE head folder (config.json + safetensors) for --drafter eagle")
+
+
+def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    """``--device auto|cpu|cuda|cuda:N`` and (``dtype``) ``--dtype auto|float32|bfloat16|float16``:
+    where and in what precision the models run (auto: a GPU in bfloat16 if one is visible, else
+    the CPU in float32). Resolved by :mod:`selfjudge.devices`."""
+    parser.add_argument("--device", default="auto", help="auto (a CUDA GPU if visible, else cpu), cpu, cuda, cuda:N")
+    if dtype:
+        parser.add_argument("--dtype", default="auto",
+                            help="auto (bfloat16 on CUDA, float32 on cpu), float32, bfloat16 or float16")

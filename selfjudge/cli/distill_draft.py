@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_command, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--sharegpt", type=positive_int, default=6000, help="ShareGPT training conversations")
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
+    add_device_arguments(p, dtype=False)
     p.set_defaults(func=run)
 
 
@@ -38,7 +39,7 @@ def run(args) -> int:
     distill(target, args.out, layers=layers, head_vocab=args.head_vocab, seed=args.seed, max_len=args.max_len,
             teacher_bs=args.teacher_bs, train_bs=args.train_bs, steps_per_teacher=args.steps_per_teacher,
             lr=args.lr, max_steps=args.max_steps, max_minutes=args.max_minutes, threads=args.threads,
-            ckpt_minutes=args.ckpt_minutes, n_sharegpt=args.sharegpt)
+            ckpt_minutes=args.ckpt_minutes, n_sharegpt=args.sharegpt, device=args.device)
     if args.export:
         export_draft(args.out, args.export)
         print(f"[distill] exported to {args.export}")

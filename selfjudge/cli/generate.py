@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, parse_threshold, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, parse_threshold, positive_int
 
 
 def register(subparsers) -> None:
@@ -27,6 +27,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", nargs="*", default=None)
     p.add_argument("--json", action="store_true", help="one JSON line per prompt")
+    add_device_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -37,7 +38,7 @@ def run(args) -> int:
 
     if args.policy == "judge" and args.verifier is None:
         raise ValueError("--verifier is required with --policy judge")
-    target, draft, tokenizer = load_pair(args.pair)
+    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype=args.dtype)
     verifier = None
     if args.policy == "judge":
         from selfjudge.judge import load_verifier

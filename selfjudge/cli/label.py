@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, add_drafter_arguments, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, positive_int
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -26,18 +26,20 @@ def register(subparsers) -> None:
     p.add_argument("--max-tokens-per-forward", type=positive_int, default=2048, help="memory budget of one scoring forward")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
+    add_device_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from selfjudge.labelling.pipeline import label
 
-    pair, draft_id = None, None
+    from selfjudge.models import load_pair
+
+    pair, draft_id = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype), None
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter
-        from selfjudge.models import load_pair
 
-        target, draft, tokenizer = load_pair(args.target, args.draft)
+        target, draft, tokenizer = pair
         pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle), tokenizer)
         draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "")
     summary = label(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_command, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -31,6 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=positive_int, default=None)
     p.add_argument("--init", default=None, help="start from this exported head folder (when --out has no checkpoint)")
     p.add_argument("--export", default=None, help="after training, write the shippable head folder here (fp16)")
+    add_device_arguments(p, dtype=False)
     p.set_defaults(func=run)
 
 
@@ -46,7 +47,8 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # one job per run folder, held to the end
-    target, draft, tokenizer = load_pair(args.pair)
+    # training runs in float32 on any device (the head shares the target's embedding)
+    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype="float32")
     train, heldout = self_generated_text(target, tokenizer, args.out, n_gsm8k=args.gsm8k if args.data == "self" else 0,
                                          n_sharegpt=args.sharegpt if args.data == "self" else 0,
                                          n_heldout=args.heldout, max_new_tokens=args.max_new_tokens)

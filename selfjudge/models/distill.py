@@ -100,26 +100,30 @@ def pad_batch(seqs, pad_id: int):
 def teacher_topk(target, seqs, pad_id: int, k: int) -> dict[str, torch.Tensor]:
     """Teacher top-k log-probs at the response positions of a batch (right padded)."""
     ids, att, mask = pad_batch(seqs, pad_id)
-    logits = target(input_ids=ids, attention_mask=att).logits.float()  # [B, T, V]
-    logp = torch.log_softmax(logits[mask], dim=-1)  # [N, V]
+    device = next(target.parameters()).device
+    logits = target(input_ids=ids.to(device), attention_mask=att.to(device)).logits.float()  # [B, T, V]
+    logp = torch.log_softmax(logits[mask.to(device)], dim=-1)  # [N, V]
     top = torch.topk(logp, k, dim=-1)
-    return {"input_ids": ids, "attention_mask": att, "mask": mask,
-            "top_ids": top.indices.to(torch.int32), "top_logp": top.values.to(torch.float16)}
+    return {"input_ids": ids, "attention_mask": att, "mask": mask,  # records live on the host
+            "top_ids": top.indices.to("cpu", torch.int32), "top_logp": top.values.to("cpu", torch.float16)}
 
 
 # ----------------------------------------------------------------------------- loss / metrics
 def draft_sub_logits(draft, batch) -> torch.Tensor:
     """Draft logits over its sub-vocabulary at the batch's masked positions [N, Vs]."""
-    h = draft.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-    return draft.lm_head.sub_logits(h[batch["mask"]])
+    device = next(draft.parameters()).device
+    h = draft.model(input_ids=batch["input_ids"].to(device),
+                    attention_mask=batch["attention_mask"].to(device)).last_hidden_state
+    return draft.lm_head.sub_logits(h[batch["mask"].to(device)])
 
 
 def distill_loss(sub_logits, batch, full_to_sub) -> tuple[torch.Tensor, torch.Tensor]:
     """sub_logits [N, Vs]; full_to_sub [V] int64 (-1 outside). Returns (loss, top-1 agree [N] bool)."""
+    device = sub_logits.device
     logq = torch.log_softmax(sub_logits.float(), dim=-1)  # [N, Vs]
-    tid = batch["top_ids"].long()  # [N, k]
-    p = batch["top_logp"].float().exp()  # [N, k]
-    sub = full_to_sub[tid]  # [N, k]
+    tid = batch["top_ids"].to(device).long()  # [N, k]
+    p = batch["top_logp"].to(device).float().exp()  # [N, k]
+    sub = full_to_sub.to(device)[tid]  # [N, k]
     valid = sub >= 0
     lq = torch.gather(logq, 1, sub.clamp(min=0))  # [N, k]
     loss = -(p * lq * valid).sum(-1).mean()
@@ -206,11 +210,12 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
             teacher_bs: int = 4, train_bs: int = 8, steps_per_teacher: int = 2, topk: int = 32, lr: float = 5e-4,
             warmup: int = 20, max_steps: int = 100000, max_minutes: float = 60.0, ckpt_minutes: float = 3.0,
             eval_every: int = 50, n_sharegpt: int = 6000, sequences=None, heldout=None, threads: int | None = None,
-            verbose: bool = True) -> dict:
+            verbose: bool = True, device: str | torch.device = "cpu") -> dict:
     """Run (or resume) distillation into ``out_dir``; returns the final state dict.
 
     ``sequences`` / ``heldout`` (lists of (token ids, response start)) override the
-    built-in data (used by tests on tiny models)."""
+    built-in data (used by tests on tiny models). ``device``: where the teacher and the
+    draft run (training stays float32; teacher records are kept on the host)."""
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -224,7 +229,9 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
     lock = lock_folder(out)  # one job per checkpoint folder, held until this call returns
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(target_dir)
-    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval()
+    from selfjudge.devices import resolve_device
+
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval().to(resolve_device(device))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     data_desc = {"gsm8k_rows": f"{GSM8K_TRAIN_START}..end", "sharegpt_index": f"{SHAREGPT_TRAIN_START}..{SHAREGPT_TRAIN_START + n_sharegpt}",
                  "heldout": f"gsm8k rows {EVAL_GSM8K_ROWS.start}..{EVAL_GSM8K_ROWS.stop - 1}, sharegpt index {EVAL_SHAREGPT_ROWS.start}..{EVAL_SHAREGPT_ROWS.stop - 1}",
@@ -265,7 +272,7 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
         draft.load_state_dict(read_checkpoint(out, state, "draft", legacy="draft.safetensors"), strict=False)
         osd = read_checkpoint(out, state, "optim", legacy="optim.safetensors")
         for i, p in enumerate(params):
-            st = {k.split(".", 1)[1]: v for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
+            st = {k.split(".", 1)[1]: v.to(p.device) for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
             if st:
                 opt.state[p] = st
         records = _load_teacher_records(out, state["n_records"])

@@ -63,8 +63,10 @@ class EagleHead(nn.Module):
         self.match_target_dtype()
 
     def match_target_dtype(self) -> "EagleHead":
-        """Cast the head's own weights (not the shared embedding) to the target embedding's dtype."""
+        """Move the head to the target embedding's device and cast its own weights (not the shared
+        embedding) to that embedding's dtype."""
         dtype = self.body.embed_tokens.weight.dtype
+        self.to(self.body.embed_tokens.weight.device)
         self.fc.to(dtype)
         self.body.layers.to(dtype)
         return self

@@ -94,11 +94,13 @@ def _pad(seqs: list[tuple[list[int], int]], pad_id: int):
 def target_features(target, seqs: list[tuple[list[int], int]], pad_id: int) -> list[dict[str, torch.Tensor]]:
     """One record per sequence: ``ids [T]``, ``features [T, H]`` fp16 (post-norm), ``response [T]`` bool."""
     ids, attention, response = _pad(seqs, pad_id)
-    hidden = target.get_decoder()(input_ids=ids, attention_mask=attention).last_hidden_state  # [B, T, H]
+    device = next(target.parameters()).device
+    hidden = target.get_decoder()(input_ids=ids.to(device), attention_mask=attention.to(device)).last_hidden_state
+    hidden = hidden.to("cpu", torch.float16)  # [B, T, H]: records live on the host
     out = []
     for b, (s, _) in enumerate(seqs):
         n = len(s)
-        out.append({"ids": ids[b, :n].clone(), "features": hidden[b, :n].to(torch.float16).contiguous(),
+        out.append({"ids": ids[b, :n].clone(), "features": hidden[b, :n].contiguous(),
                     "response": response[b, :n].clone()})
     return out
 
@@ -130,12 +132,15 @@ def eagle_loss(head: EagleHead, lm_head_weight: torch.Tensor, records: list[dict
     both on the draft vocabulary (for the progress bar). Returns ``(loss, agree [N] bool)``
     over the scored entries.
     """
-    ids, feats, valid, response = _collate(records, pad_id)
+    device = lm_head_weight.device
+    ids, feats, valid, response = (t.to(device) for t in _collate(records, pad_id))
     entry_valid = valid[:, 1:] & valid[:, :-1]  # entry j: (f_j, x_{j+1}), predicts f_{j+1}
     scored = entry_valid & response[:, 1:]  # [B, T-1]
     f_in = feats[:, :-1]
-    if noise > 0:
-        f_in = f_in + (torch.rand(f_in.shape, generator=generator) - 0.5) * 2 * noise
+    if noise > 0:  # drawn on the host: the same noise on every device
+        f_in = f_in + ((torch.rand(f_in.shape, generator=generator) - 0.5) * 2 * noise).to(device)
+    if vocab_ids is not None:
+        vocab_ids = vocab_ids.to(device)
     out = head(ids[:, 1:], f_in, attention_mask=entry_valid.long()).last_hidden_state  # [B, T-1, H]
     pred, true = out[scored], feats[:, 1:][scored]  # [N, H]
     feature_loss = torch.nn.functional.smooth_l1_loss(pred, true)
@@ -157,9 +162,10 @@ def new_head(target, *, init_layer: int | None = -1) -> EagleHead:
     """A head for ``target``: ``fc`` initialised to average the embedding and the feature, the decoder
     layer copied from the target's layer ``init_layer`` (None: random)."""
     head = EagleHead(head_config(target.config), target.get_input_embeddings())
+    head.to(next(target.parameters()).device)
     H = int(target.config.hidden_size)
     with torch.no_grad():
-        head.fc.weight.copy_(torch.cat([torch.eye(H), torch.eye(H)], 1) * 0.5)
+        head.fc.weight.copy_(torch.cat([torch.eye(H), torch.eye(H)], 1) * 0.5)  # copy_ moves across devices
         head.fc.bias.zero_()
         if init_layer is not None:
             source = target.get_decoder().layers[init_layer].state_dict()
@@ -224,7 +230,7 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
     moments = read_checkpoint(out, state, "optim", legacy="optim.pt.safetensors")
     if moments is not None:
         for i, p in enumerate(params):
-            st = {k.split(".", 1)[1]: v for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
+            st = {k.split(".", 1)[1]: v.to(p.device) for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
             if st:
                 opt.state[p] = st
 

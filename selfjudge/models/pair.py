@@ -122,8 +122,14 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
 
 
-def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dtype = torch.float32) -> ModelPair:
-    """Load a target/draft pair sharing one tokenizer.
+def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dtype | str = torch.float32,
+              device: torch.device | str = "cpu") -> ModelPair:
+    """Load a target/draft pair sharing one tokenizer, in ``dtype`` on ``device``.
+
+    ``device``: "cpu" (default), "cuda", "cuda:N" or "auto" (a GPU if one is visible);
+    ``dtype``: a torch dtype or its name ("float32", "bfloat16", "float16", "auto" =
+    bfloat16 on CUDA, float32 on the CPU). Every cache, mask and op of the engine then
+    lives on the target's device (:func:`selfjudge.devices.resolve_device`).
 
     ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
     use, cached under ``$SELFJUDGE_CACHE`` or ``~/.cache/selfjudge``).
@@ -133,6 +139,10 @@ def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dty
     """
     from transformers import AutoTokenizer
 
+    from selfjudge.devices import resolve_device, resolve_dtype
+
+    device = resolve_device(device)
+    dtype = resolve_dtype(dtype, device)
     if draft is None:
         if name_or_target != DEFAULT_PAIR:
             raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
@@ -148,8 +158,8 @@ def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dty
     except (OSError, ValueError) as err:
         raise TokenizerMismatchError(f"draft: no tokenizer could be loaded from {draft_dir}: {err}") from err
     check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
-    target_model = load_causal_lm(target_dir, dtype)
-    draft_model = load_causal_lm(draft_dir, dtype)
+    target_model = load_causal_lm(target_dir, dtype).to(device)
+    draft_model = load_causal_lm(draft_dir, dtype).to(device)
     if draft_model.config.vocab_size != target_model.config.vocab_size:
         raise TokenizerMismatchError(f"draft: vocab_size {draft_model.config.vocab_size} != target's "
                                      f"{target_model.config.vocab_size}")
