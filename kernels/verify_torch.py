@@ -97,11 +97,16 @@ def native_verify(
     ar_k = torch.arange(K, device=device)  # [K]
     valid = ar_k[None, :] < n[:, None]  # [B, K]
 
-    ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
-    align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
-                        all_greedy, any_greedy) & real
     judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed)
     judge = judge & real  # no rule keeps a placeholder: the walk stops there
+    if device.type == "cpu" and not all_greedy:
+        # sampling on the CPU: the softmax statistics of the positions the walk reaches, no others
+        ok, amax, lse, align = _walk_cpu(target_logits, d, real, valid, judge, draft_probs, inv_temperature, greedy,
+                                         uniforms, any_greedy, unit_scale)
+    else:
+        ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
+        align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
+                            all_greedy, any_greedy) & real
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]
@@ -155,6 +160,48 @@ def _position_stats(target_logits, inv_temperature, all_greedy: bool, any_greedy
     return torch.isfinite(lse), amax, lse  # NaN / +inf give NaN / inf, all -inf gives -inf
 
 
+def _walk_cpu(target_logits, d, real, valid, judge, draft_probs, inv_temperature, greedy, uniforms,
+              any_greedy: bool, unit_scale: bool):
+    """The walk position by position over the rows still walking (CPU: choosing rows costs no
+    device sync): ``ok``, ``amax``, ``lse`` ``[B, K+1]`` at every position a row evaluates or emits
+    from (elsewhere False / 0 / -inf, never read), and the lossless rule ``align [B, K]`` there.
+    A row stops at its first position neither rule keeps, or at its bonus position; the log-sum-exp
+    of the positions after that is never computed."""
+    B, K = d.shape
+    device = target_logits.device
+    ok = torch.zeros(B, K + 1, dtype=torch.bool, device=device)
+    lse = torch.full((B, K + 1), float("-inf"), dtype=torch.float32, device=device)
+    amax = torch.zeros(B, K + 1, dtype=torch.int64, device=device) if any_greedy else None
+    align = torch.zeros(B, K, dtype=torch.bool, device=device)
+    walking = torch.arange(B, device=device)  # rows still walking
+    for i in range(K + 1):
+        if walking.numel() == 0:
+            break
+        at = torch.full_like(walking, i)
+        x = _rows_at(target_logits, walking, at).float()  # [r, V]
+        if not unit_scale:
+            x = x * inv_temperature[walking, None]
+        lse_i = torch.logsumexp(x, -1)  # [r]
+        ok_i = torch.isfinite(lse_i)
+        ok[walking, i], lse[walking, i] = ok_i, lse_i
+        if amax is not None:
+            amax[walking, i] = x.argmax(-1)
+        if i == K:
+            break
+        d_i = d[walking, i]  # [r]
+        pd = torch.where(ok_i, torch.exp(x.gather(1, d_i[:, None]).squeeze(1) - lse_i), 0.0)  # [r]
+        qd = draft_probs[walking, i, d_i].float() if draft_probs is not None else torch.ones_like(pd)
+        pos_q = qd > 0
+        ratio = torch.where(pos_q, pd / torch.where(pos_q, qd, 1.0), 0.0)
+        a = pos_q & (ratio.double() >= uniforms[walking, i])
+        if any_greedy:
+            a = torch.where(greedy[walking], ok_i & (amax[walking, i] == d_i), a)
+        a = a & real[walking, i] & valid[walking, i]
+        align[walking, i] = a
+        walking = walking[(a | judge[walking, i]) & valid[walking, i]]
+    return ok, amax, lse, align
+
+
 def _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
                 all_greedy: bool, any_greedy: bool) -> torch.Tensor:
     """The lossless rule at every draft position ``[B, K]``: greedy ``d == argmax``; sampling
@@ -196,36 +243,65 @@ def _sampled_token(target_logits, d, real, draft_probs, inv_temperature, exponen
                    rejected, unit_scale: bool) -> torch.Tensor:
     """The emitted token ``[B]`` of sampling rows, from position ``num_acc``: the recovery race
     (rejected rows) or the bonus draw (the kernel's ``_recovered_token`` / ``_bonus_token``).
-    One position per request; on CPU in cache-sized chunks of requests."""
-    B, K = d.shape
+    One position per request. On CPU each row computes only its own branch, in cache-sized
+    chunks of requests (choosing rows costs no device sync there); elsewhere both branches
+    are computed for every row and selected without a sync."""
+    B = d.shape[0]
     V = target_logits.shape[-1]
     device = target_logits.device
-    tok_s = torch.empty(B, dtype=torch.int64, device=device)
     lse_j = lse.gather(1, num_acc[:, None])  # [B, 1]
     lse_j = torch.where(ok_j[:, None], lse_j, float("inf"))  # invalid: p = 0 (or NaN, overridden)
-    j_q = num_acc.clamp(max=max(K - 1, 0))  # [B] (bonus rows: unused)
-    rchunk = max(1, _ROW_CHUNK_ELEMS // V) if device.type == "cpu" else B
-    for b0 in range(0, B, rchunk):
-        b1 = min(B, b0 + rchunk)
-        ar_b = torch.arange(b0, b1, device=device)
-        xj = _rows_at(target_logits, ar_b, num_acc[b0:b1]).float()  # [b, V]
-        if not unit_scale:
-            xj = xj * inv_temperature[b0:b1, None]
-        pj = (xj - lse_j[b0:b1]).exp_()  # [b, V]
-        E = exponentials[b0:b1]  # [b, V]
-        if K > 0:
-            if draft_probs is not None:
-                qj = _rows_at(draft_probs, ar_b, j_q[b0:b1]).float()  # [b, V]
+    if device.type != "cpu":
+        rows = torch.arange(B, device=device)
+        recovered = _recovered(target_logits, d, real, draft_probs, inv_temperature, exponentials, lse_j, num_acc,
+                               rows, unit_scale)
+        bonus = _bonus(target_logits, inv_temperature, exponentials, num_acc, rows, unit_scale)
+        return torch.where(rejected, recovered, bonus)
+    tok_s = torch.empty(B, dtype=torch.int64, device=device)
+    rchunk = max(1, _ROW_CHUNK_ELEMS // V)
+    for mask, branch in ((rejected, "recovered"), (~rejected, "bonus")):
+        picked = mask.nonzero().squeeze(1)  # [r] host-side choice: CPU only
+        for c0 in range(0, picked.numel(), rchunk):
+            rows = picked[c0:c0 + rchunk]
+            if branch == "recovered":
+                tok_s[rows] = _recovered(target_logits, d, real, draft_probs, inv_temperature, exponentials, lse_j,
+                                         num_acc, rows, unit_scale)
             else:
-                # one-hot at the draft token; a placeholder proposes nothing (q = 0: a draw from p)
-                hot = real[ar_b, j_q[b0:b1]].to(pj.dtype)[:, None]  # [b, 1]
-                qj = torch.zeros_like(pj).scatter_(1, d[ar_b, j_q[b0:b1]][:, None], hot)
-            sr = (pj - qj).clamp_(min=0.0).div_(E)  # residual race scores
-            best_r, idx_r = sr.max(-1)  # first index on ties, like the kernel
-            idx_p = (pj.div_(E)).max(-1).indices  # race over p (residual all zero)
-            recovered = torch.where(best_r > 0, idx_r, idx_p)
-        else:
-            recovered = torch.zeros(b1 - b0, dtype=torch.int64, device=device)
-        bonus = (xj - E.log()).max(-1).indices  # Gumbel-max: a draw from p_j
-        tok_s[b0:b1] = torch.where(rejected[b0:b1], recovered, bonus)
+                tok_s[rows] = _bonus(target_logits, inv_temperature, exponentials, num_acc, rows, unit_scale)
     return tok_s
+
+
+def _scaled_rows(target_logits, inv_temperature, num_acc, rows, unit_scale: bool) -> torch.Tensor:
+    """fp32 scaled logits of the emission position of ``rows`` ``[r, V]``."""
+    x = _rows_at(target_logits, rows, num_acc[rows]).float()
+    return x if unit_scale else x * inv_temperature[rows, None]
+
+
+def _recovered(target_logits, d, real, draft_probs, inv_temperature, exponentials, lse_j, num_acc, rows,
+               unit_scale: bool) -> torch.Tensor:
+    """Recovery race ``argmax max(p - q, 0) / E`` at the first rejection of ``rows`` ``[r]``
+    (falling back to the race over ``p / E`` where the residual is all zero)."""
+    K = d.shape[1]
+    if K == 0:
+        return torch.zeros(rows.numel(), dtype=torch.int64, device=d.device)
+    xj = _scaled_rows(target_logits, inv_temperature, num_acc, rows, unit_scale)  # [r, V]
+    pj = (xj - lse_j[rows]).exp_()  # [r, V]
+    E = exponentials[rows]  # [r, V]
+    j_q = num_acc[rows].clamp(max=K - 1)  # [r]
+    if draft_probs is not None:
+        qj = _rows_at(draft_probs, rows, j_q).float()  # [r, V]
+    else:
+        # one-hot at the draft token; a placeholder proposes nothing (q = 0: a draw from p)
+        hot = real[rows, j_q].to(pj.dtype)[:, None]  # [r, 1]
+        qj = torch.zeros_like(pj).scatter_(1, d[rows, j_q][:, None], hot)
+    best_r, idx_r = (pj - qj).clamp_(min=0.0).div_(E).max(-1)  # first index on ties, like the kernel
+    if pj.device.type == "cpu" and bool((best_r > 0).all()):
+        return idx_r  # no residual is all zero: the race over p is not needed (a host check, CPU only)
+    idx_p = pj.div_(E).max(-1).indices
+    return torch.where(best_r > 0, idx_r, idx_p)
+
+
+def _bonus(target_logits, inv_temperature, exponentials, num_acc, rows, unit_scale: bool) -> torch.Tensor:
+    """Bonus draw ``argmax x - log E`` (Gumbel-max: a draw from p) at position ``num_acc`` of ``rows``."""
+    xj = _scaled_rows(target_logits, inv_temperature, num_acc, rows, unit_scale)  # [r, V]
+    return (xj - exponentials[rows].log()).max(-1).indices
