@@ -51,6 +51,29 @@ def _timer(dry: bool):
 # ------------------------------------------------------------------ verify
 
 
+def _against_hf(drafts, logits, q, ours, bench) -> dict:
+    """Hugging Face's ``_speculative_sampling`` (one request per call, its own noise) on the same
+    inputs: time for all B requests, and its mean accepted count against ours (equal in
+    expectation: the two walks accept with the same probabilities)."""
+    import torch
+    from transformers.generation.utils import _speculative_sampling
+
+    B, K = drafts.shape
+    prompt = torch.zeros(B, 4, dtype=torch.long, device=drafts.device)
+    cand = torch.cat([prompt, drafts], 1)
+    draft_logits = q.float().clamp_min(1e-30).log()  # HF takes draft logits; log q gives back q
+
+    def run():
+        return [_speculative_sampling(cand[b:b + 1], draft_logits[b:b + 1], K, logits[b:b + 1].float())[1]
+                for b in range(B)]
+
+    accepted = torch.tensor([float(n) for n in run()])
+    ours_mean = float(ours.num_accepted.float().mean())
+    se = float(accepted.std()) / max(B, 1) ** 0.5 if B > 1 else float("nan")
+    return {"hf_us_all_requests": bench(run), "hf_mean_accepted": float(accepted.mean()),
+            "ours_mean_accepted": ours_mean, "hf_standard_error": se}
+
+
 def check_verify(args) -> dict:
     import torch
 
@@ -60,16 +83,15 @@ def check_verify(args) -> dict:
 
     dry = args.dry_run
     device = "cpu" if dry else "cuda"
-    K = 4
     V = 1000 if dry else 128256
-    batches = [1, 3] if dry else [1, 8, 64]
+    batches = [1, 3] if dry else [1, 8, 64, 256]
     dtype = torch.bfloat16
     bench = _timer(dry)
     gpu = "cpu (dry run)" if dry else torch.cuda.get_device_name()
     peak = None if dry else _peak_bw(gpu)
-    res = {"device": gpu, "K": K, "V": V, "dtype": "bf16", "peak_bytes_per_s": peak, "rows": []}
+    res = {"device": gpu, "Ks": [4, 8], "V": V, "dtype": "bf16", "peak_bytes_per_s": peak, "rows": []}
     g = torch.Generator(device=device).manual_seed(0)
-    for B in batches:
+    for K, B in ((K, B) for K in (4, 8) for B in batches):
         logits = (torch.randn(B, K + 1, V, device=device, generator=g) * 3).to(dtype)
         am = logits[:, :K].float().argmax(-1)
         rand_ids = torch.randint(0, V, (B, K), device=device, generator=g)
@@ -87,7 +109,7 @@ def check_verify(args) -> dict:
             row_equal = (a.output_token_ids == b.output_token_ids).all(-1)
             emitted = b.output_token_ids[b.output_token_ids >= 0]
             row = {
-                "B": B, "mode": mode,
+                "B": B, "K": K, "mode": mode,
                 "rows_equal_to_twin": int(row_equal.sum()), "rows": B,
                 "ids_in_range": bool(((emitted >= 0) & (emitted < V)).all()),
                 "mean_accepted": float(b.num_accepted.float().mean()),
@@ -108,6 +130,8 @@ def check_verify(args) -> dict:
             row["GBps_logits_once"] = logit_bytes / (row["kernel_us"] * 1e-6) / 1e9
             if peak:
                 row["frac_of_peak_logits_once"] = row["GBps_logits_once"] * 1e9 / peak
+            if mode == "sample_q_bf16":
+                row.update(_against_hf(drafts, logits, q, b, bench))
             res["rows"].append(row)
             print(json.dumps(row), flush=True)
     if not dry:
@@ -160,6 +184,20 @@ def check_scorer(args) -> dict:
 
 
 CHECKS.append(("scorer", check_scorer))
+
+
+def check_engine(args) -> dict:
+    """The engine on the default pair on CUDA: greedy equal to generate (fp32), bf16 tokens/s and m
+    (bench/gpu_check_engine.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check_engine", os.path.join(os.path.dirname(__file__), "gpu_check_engine.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.check_engine(dry=args.dry_run)
+
+
+CHECKS.append(("engine", check_engine))
 
 
 def main(argv=None) -> int:
