@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check (H200): compile the Triton kernels, compare with the PyTorch twins, time them.
+# GPU check (H200): verify (B 1/8/64/256, K 4/8; against the twin and HF _speculative_sampling),
+# the scorer (TFLOP/s) and the engine on the default pair (bf16 tokens/s, m; fp32 greedy == generate).
 # Usage: bash bench/gpu_check.sh [OUT.json]   (finishes in under 5 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
