@@ -31,7 +31,7 @@ import torch
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = ("second", "per_s", "speedup", "time", "environment", "wall", "command", "load_average", "_ms")
+TIMING = ("second", "per_s", "speedup", "time", "environment", "wall", "command", "load_average", "_ms", "share_")
 
 
 def _untimed(obj):
