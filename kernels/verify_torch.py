@@ -76,6 +76,7 @@ def native_verify(
     all_greedy: bool,
     any_greedy: bool = True,
     unit_scale: bool = False,
+    fly: tuple[int, float, int] | None = None,
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
@@ -84,6 +85,8 @@ def native_verify(
     :func:`selfjudge.kernels.verify`. ``any_greedy`` (some row may be greedy) and
     ``unit_scale`` (every ``inv_temperature`` is 1) are host-known hints that let
     the twin skip work that would not change a bit; the kernel decides per row.
+    ``fly = (window, entropy_threshold, top_k)`` switches FLy's deferred acceptance on
+    (:func:`_fly_test`); its acceptances are reported in ``judge_accepted``.
     Returns ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
     align_accepted [B, K] bool, judge_accepted [B, K] bool,
     judge_logits [B, K] fp32 | None)``.
@@ -99,7 +102,7 @@ def native_verify(
 
     judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed)
     judge = judge & real  # no rule keeps a placeholder: the walk stops there
-    if device.type == "cpu" and not all_greedy:
+    if device.type == "cpu" and not all_greedy and fly is None:
         # sampling on the CPU: the softmax statistics of the positions the walk reaches, no others
         ok, amax, lse, align = _walk_cpu(target_logits, d, real, valid, judge, draft_probs, inv_temperature, greedy,
                                          uniforms, any_greedy, unit_scale)
@@ -107,6 +110,8 @@ def native_verify(
         ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
         align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
                             all_greedy, any_greedy) & real
+    if fly is not None:  # OR-ed with the judge: a relaxed acceptance
+        judge = judge | (_fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale, *fly) & ~align)
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]
@@ -158,6 +163,34 @@ def _position_stats(target_logits, inv_temperature, all_greedy: bool, any_greedy
         if amax is not None:
             torch.argmax(xc, -1, out=amax[b0 : b0 + chunk])
     return torch.isfinite(lse), amax, lse  # NaN / +inf give NaN / inf, all -inf gives -inf
+
+
+def _fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale: bool, window: int, threshold: float,
+              top_k: int) -> torch.Tensor:
+    """FLy's deferred acceptance ``[B, K]`` (vLLM ``rejection_sample_method="fly"``): a draft the
+    lossless rule rejects at position i is accepted iff the entropy ``-sum p log p`` over the
+    ``top_k`` largest target probabilities there (after temperature, not renormalised) is
+    ``>= threshold``, the target gives the draft token a non-zero probability, the next
+    ``window`` drafts are all natively accepted (``align``: greedy match, or ``u <= p/q``
+    with the op's own uniforms) and ``i + window < n_b``."""
+    B, K = d.shape
+    x = target_logits[:, :K].float()  # [B, K, V]
+    if not unit_scale:
+        x = x * inv_temperature[:, None, None]
+    lse = torch.logsumexp(x, -1)  # [B, K]
+    ok = torch.isfinite(lse)
+    top = x.topk(min(top_k, x.shape[-1]), dim=-1).values  # [B, K, k]
+    logp = top - lse[..., None]
+    p = torch.where(ok[..., None], logp.exp(), 0.0)
+    entropy = -torch.where(p > 0, p * logp, 0.0).sum(-1)  # [B, K]
+    pd = torch.where(ok, (x.gather(-1, d[..., None]).squeeze(-1) - lse).exp(), 0.0)  # [B, K]
+    aligned = torch.cat([align.new_zeros(B, 1), align], 1).to(torch.int64).cumsum(1)  # [B, K+1] prefix counts
+    ar = torch.arange(K, device=d.device)
+    ahead = torch.full((B, K), -1, dtype=torch.int64, device=d.device)  # natively accepted drafts in (i, i+W]
+    if window < K:
+        ahead[:, : K - window] = aligned[:, window + 1:] - aligned[:, 1: K - window + 1]
+    return (real & (entropy >= threshold) & (pd > 0) & (ahead == window)
+            & (ar[None, :] + window < n[:, None]))
 
 
 def _walk_cpu(target_logits, d, real, valid, judge, draft_probs, inv_temperature, greedy, uniforms,

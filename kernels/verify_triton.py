@@ -51,6 +51,7 @@ def verify_triton(
     num_warps: int | None = None,
     return_launch: bool = False,
     logits_batch_stride: int = 0,
+    fly: tuple[int, float, int] | None = None,
 ):
     """Launch the kernel (one program per request) on flattened inputs.
 
@@ -126,8 +127,9 @@ def verify_triton(
             logits_rows.stride(0),
             draft_probs_rows.stride(0) if has_q else 0,
             hidden_rows.stride(0) if has_judge else 0,
+            *(fly if fly is not None else (0, 0.0, 1)),
         ),
-        dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling,
+        dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling, HAS_FLY=fly is not None,
              BLOCK_V=BV, BLOCK_H=BH, num_warps=num_warps or (8 if BV >= 2048 else 4)),
     )
     if return_launch:
@@ -202,15 +204,15 @@ def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16
     for name in inspect.signature(_verify_kernel.fn).parameters:
         if name in ptr:
             sig[name] = ptr[name]
-        elif name == "threshold":
+        elif name in ("threshold", "fly_threshold"):
             sig[name] = "fp32"
         elif name.startswith("stride"):
             sig[name] = "i64"
-        elif name in ("K_max", "V", "H"):
+        elif name in ("K_max", "V", "H", "fly_window", "fly_top_k"):
             sig[name] = "i32"
         else:
             sig[name] = "constexpr"
-    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, BLOCK_V=4096, BLOCK_H=1024)
+    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, HAS_FLY=True, BLOCK_V=4096, BLOCK_H=1024)
     const.update(constexprs)
     return triton.compile(ASTSource(_verify_kernel, sig, const), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": num_warps})

@@ -195,7 +195,58 @@ def _recovered_token(logits_ptr, row_off, offs_v, V, inv_t, lse, q_ptr, q_off, d
     return tl.where(best_r > 0, best_ri, best_pi)
 
 
-@triton.jit(do_not_specialize=["threshold", "K_max", "stride_lb", "stride_lr", "stride_qr", "stride_hr"])
+@triton.jit
+def _topk_entropy(logits_ptr, row_off, offs_v, V, inv_t, lse, top_k, BLOCK_V: tl.constexpr):
+    """-sum p log p over the ``top_k`` largest probabilities of one position (not renormalised):
+    ``top_k`` passes, each finding the next (value desc, index asc) element after the previous one."""
+    prev_v = tl.full((), float("inf"), dtype=tl.float32)
+    prev_i = tl.full((), -1, dtype=tl.int64)
+    entropy = tl.zeros((), dtype=tl.float32)
+    for t in range(0, top_k):
+        best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        besti_l = offs_v
+        for v0 in range(0, V, BLOCK_V):
+            x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+            after = (x < prev_v) | ((x == prev_v) & (idx > prev_i))
+            best_l, besti_l = _running_argmax(tl.where(mask & after, x, float("-inf")), idx, best_l, besti_l)
+        v, vi = _lane_argmax(best_l, besti_l)
+        logp = v - lse
+        entropy += tl.where(v > float("-inf"), -tl.exp(logp) * logp, 0.0)
+        prev_v = v
+        prev_i = vi
+    return entropy
+
+
+@triton.jit
+def _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv_t, is_greedy, draft_ptr, tok0,
+              q_ptr, stride_qr, u_ptr, K_max, fly_window, fly_threshold, fly_top_k,
+              HAS_Q: tl.constexpr, SAMPLING: tl.constexpr, BLOCK_V: tl.constexpr):
+    """FLy's deferred acceptance of a native rejection at position i: entropy of the top-k target
+    probabilities >= threshold, p(d) > 0, i + W < n, and the next W drafts natively accepted."""
+    row_off = b * stride_lb + (row0 + i) * stride_lr
+    best_i, ok, lse = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, True, BLOCK_V)
+    xd = tl.load(logits_ptr + row_off + d).to(tl.float32) * inv_t
+    pd = tl.where(ok, tl.exp(xd - lse), 0.0)
+    accept = ok & (pd > 0) & (i + fly_window < n)
+    if accept:
+        accept = _topk_entropy(logits_ptr, row_off, offs_v, V, inv_t, lse, fly_top_k, BLOCK_V) >= fly_threshold
+    if accept:
+        for j in range(1, fly_window + 1):
+            if accept:
+                dj_raw = tl.load(draft_ptr + tok0 + i + j)
+                dj = tl.minimum(tl.maximum(dj_raw, 0), V - 1)
+                off_j = b * stride_lb + (row0 + i + j) * stride_lr
+                best_j, ok_j, lse_j = _position_stats(logits_ptr, off_j, offs_v, V, inv_t, SAMPLING, BLOCK_V)
+                u = 1.0
+                if SAMPLING:
+                    u = tl.load(u_ptr + b * K_max + i + j)
+                accept = _align_test(logits_ptr, off_j, dj, best_j, ok_j, lse_j, inv_t, is_greedy, q_ptr,
+                                     (tok0 + i + j) * stride_qr, u, HAS_Q, SAMPLING) & (dj_raw >= 0) & (dj_raw < V)
+    return accept
+
+
+@triton.jit(do_not_specialize=["threshold", "K_max", "stride_lb", "stride_lr", "stride_qr", "stride_hr",
+                               "fly_window", "fly_threshold", "fly_top_k"])
 def _verify_kernel(
     out_ptr,  # [B, K_max+1] int64, pre-filled with -1
     num_acc_ptr,  # [B] int64
@@ -224,10 +275,14 @@ def _verify_kernel(
     stride_lr,
     stride_qr,
     stride_hr,
+    fly_window,  # FLy: drafts that must follow a deferred acceptance (HAS_FLY)
+    fly_threshold,  # FLy: entropy threshold (HAS_FLY)
+    fly_top_k,  # FLy: probabilities in the entropy (HAS_FLY)
     HAS_Q: tl.constexpr,
     HAS_JUDGE: tl.constexpr,
     HAS_RELAXED: tl.constexpr,
     SAMPLING: tl.constexpr,
+    HAS_FLY: tl.constexpr,
     BLOCK_V: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
@@ -263,6 +318,11 @@ def _verify_kernel(
                 u = tl.load(u_ptr + b * K_max + i)
             align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
                                 u, HAS_Q, SAMPLING) & real
+            if HAS_FLY:
+                if (align | jacc) == 0:
+                    jacc = real & _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv_t,
+                                            is_greedy, draft_ptr, tok0, q_ptr, stride_qr, u_ptr, K_max, fly_window,
+                                            fly_threshold, fly_top_k, HAS_Q, SAMPLING, BLOCK_V)
             tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
             tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
             if align | jacc:

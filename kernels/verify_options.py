@@ -1,0 +1,192 @@
+"""What the two layouts of the verify op share: the result type, the noise, and the validation
+of the options (temperature, judge, relaxations, FLy) into the launcher's arguments.
+
+:func:`selfjudge.kernels.verify` (padded) and :func:`selfjudge.kernels.verify_flat` (vLLM's
+flattened layout) both call :func:`_prepare`, :func:`_fly_options` and :func:`_noise_for`,
+so both layouts accept and refuse the same inputs with the same messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .checks import check_device, check_shape, check_tensor
+
+__all__ = ["VerifyOutput", "draw_noise"]
+
+_MASK63 = (1 << 63) - 1
+
+
+@dataclass
+class VerifyOutput:
+    """Result of one verify call.
+
+    Attributes:
+        output_token_ids: ``[B, K+1]`` int64: the kept draft tokens then one
+            recovered or bonus token, padded with -1.
+        num_accepted: ``[B]`` int64: draft tokens kept (emitted = this + 1).
+        align_accepted: ``[B, K]`` bool: the lossless rule accepted position i
+            (only positions the walk evaluated: i < n_b and up to the first
+            rejection).
+        judge_accepted: ``[B, K]`` bool: the relaxed rule accepted position i
+            (judge logit > threshold or ``relaxed_accept``, and not ``judge_blocked``;
+            or FLy's deferred acceptance), same positions.
+        judge_logits: ``[B, K]`` fp32 ``h . w + bias`` (NaN for i >= n_b), or
+            None when no judge was given.
+    """
+
+    output_token_ids: torch.Tensor
+    num_accepted: torch.Tensor
+    align_accepted: torch.Tensor
+    judge_accepted: torch.Tensor
+    judge_logits: torch.Tensor | None
+
+
+def _noise_generator(device, seed, offset, generator):
+    if generator is not None:
+        return generator
+    if seed is None:
+        return None  # torch's default generator for that device
+    g = torch.Generator(device=device)
+    # (seed, offset) -> one 63-bit seed, so each cycle's noise is replayable
+    g.manual_seed((int(seed) * 0x9E3779B97F4A7C15 + int(offset) * 0xBF58476D1CE4E5B9 + 1) & _MASK63)
+    return g
+
+
+def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator=None):
+    """Noise for one call: ``uniforms [B, K]`` fp64 in (0, 1] and ``exponentials [B, V]`` fp32 in (0, inf] (Exp(1)).
+
+    Uniforms are float64 because float32 ``rand`` can return exactly 0 (vLLM
+    does the same). One row of exponentials per request serves both the
+    recovered and the bonus token (a request emits exactly one of them).
+    """
+    g = _noise_generator(device, seed, offset, generator)
+    u = torch.rand(B, K, dtype=torch.float64, device=device, generator=g)
+    u = 1.0 - u  # [0, 1) -> (0, 1]
+    # E = -log(U), U uniform in [0, 1): ~8x faster on CPU than exponential_
+    # (U = 0 gives E = inf: that lane scores 0 and never wins a race)
+    e = torch.rand(B, V, dtype=torch.float32, device=device, generator=g).log_().neg_()
+    return u, e
+
+
+def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
+             relaxed_accept, judge_blocked, tok_shape, B):
+    """Validate and normalise the options shared by both layouts.
+
+    ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat); ``B``
+    the number of requests. Returns ``(inv_temperature [B] fp32, greedy [B] bool,
+    all_greedy, any_greedy, judge_bias [B] fp32 | None, threshold, override)``,
+    ``override`` being the per-position int8 the kernel reads (or ``relaxed_accept``).
+    """
+    device = target_logits.device
+    # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
+    if isinstance(temperature, torch.Tensor):
+        if temperature.dim() == 0:
+            temperature = float(temperature)  # a 0-d tensor is a scalar setting
+        else:
+            if temperature.shape != (B,):
+                raise ValueError(f"temperature must be a float or a [B]={B} tensor, got shape {tuple(temperature.shape)}")
+            if not temperature.is_floating_point():
+                raise ValueError(f"temperature must be floating point, got {temperature.dtype}")
+            check_device("temperature", temperature, device, "target_logits")
+            t = temperature.float()
+            # values are not checked (a sync on an accelerator), they are defined: rows with
+            # T <= 0 or NaN are greedy; T = +inf is read as the largest finite fp32 (1/T > 0 stays
+            # a scaling, so both backends agree)
+            greedy = ~(t > 0)
+            t = t.clamp(max=torch.finfo(torch.float32).max)
+            inv_t = torch.where(greedy, 1.0, 1.0 / torch.where(greedy, 1.0, t))
+            all_greedy = any_greedy = None  # decided by the tensor: mixed path
+    if not isinstance(temperature, torch.Tensor):
+        temperature = float(temperature)
+        if not 0 <= temperature < float("inf"):
+            raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
+        all_greedy = any_greedy = temperature == 0.0
+        greedy = torch.full((B,), all_greedy, dtype=torch.bool, device=device)
+        inv_t = torch.full((B,), 1.0 if all_greedy else 1.0 / temperature, dtype=torch.float32, device=device)
+    else:
+        all_greedy, any_greedy = False, True
+
+    # judge
+    if (hidden_states is None) != (judge_weight is None):
+        missing = "judge_weight" if judge_weight is None else "hidden_states"
+        raise ValueError(f"hidden_states and judge_weight go together: {missing} is missing")
+    bias = None
+    if judge_weight is not None:
+        check_tensor("hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
+        check_tensor("judge_weight", judge_weight, 1, floating=True)
+        if tuple(hidden_states.shape[:-1]) != tuple(tok_shape):
+            raise ValueError(
+                f"hidden_states must be {list(tok_shape) + ['H']}, got shape {tuple(hidden_states.shape)}")
+        if hidden_states.shape[-1] != judge_weight.shape[0]:
+            raise ValueError(
+                f"judge_weight has size {judge_weight.shape[0]} but hidden_states has hidden size "
+                f"{hidden_states.shape[-1]}")
+        check_device("hidden_states", hidden_states, device, "target_logits")
+        check_device("judge_weight", judge_weight, device, "target_logits")
+        if isinstance(judge_bias, torch.Tensor):
+            if judge_bias.dim() == 0:
+                bias = judge_bias.float().to(device).expand(B)
+            elif judge_bias.shape == (B,):
+                bias = judge_bias.float().to(device)
+            else:
+                raise ValueError(f"judge_bias must be a float, 0-d or [B]={B} tensor, got shape {tuple(judge_bias.shape)}")
+        else:
+            bias = torch.full((B,), float(judge_bias), dtype=torch.float32, device=device)
+    try:
+        judge_threshold = float(judge_threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"judge_threshold must be a float, got {judge_threshold!r}") from None
+    if judge_threshold != judge_threshold:
+        raise ValueError("judge_threshold must not be NaN")
+    for name, mask in (("relaxed_accept", relaxed_accept), ("judge_blocked", judge_blocked)):
+        if mask is not None:
+            check_tensor(name, mask, len(tok_shape), boolean=True)
+            check_shape(name, mask, tuple(tok_shape))
+            check_device(name, mask, device, "target_logits")
+    return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold, _override(relaxed_accept, judge_blocked)
+
+
+def _override(relaxed_accept, judge_blocked):
+    """The kernel's per-position override of the relaxed rule: int8 1 accept, -1 forbid, 0 none
+    (just ``relaxed_accept`` when nothing is blocked)."""
+    if judge_blocked is None:
+        return relaxed_accept
+    code = relaxed_accept.to(torch.int8) if relaxed_accept is not None else torch.zeros_like(judge_blocked, dtype=torch.int8)
+    return torch.where(judge_blocked, torch.full_like(code, -1), code)
+
+
+def _unit_scale(temperature) -> bool:
+    """True when every row's 1/T is exactly 1 (T == 1 or greedy), known without a sync."""
+    return not isinstance(temperature, torch.Tensor) and float(temperature) in (0.0, 1.0)
+
+
+def _fly_options(window, threshold, top_k, K: int) -> tuple[int, float, int] | None:
+    """Validated FLy settings ``(window, threshold, top_k)``, or None when off (window 0)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"fly_window must be an int >= 0, got {window!r}")
+    if window == 0:
+        return None
+    if window >= K:
+        raise ValueError(f"fly_window must be < K={K} (a position needs window drafts after it), got {window}")
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"fly_entropy_threshold must be a number, got {threshold!r}") from None
+    if not threshold >= 0 or threshold == float("inf"):
+        raise ValueError(f"fly_entropy_threshold must be finite and >= 0, got {threshold}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"fly_entropy_top_k must be an int >= 1, got {top_k!r}")
+    return int(window), threshold, int(top_k)
+
+
+def _noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
+    """(uniforms, exponentials) of one call: none when every row is greedy, else the
+    caller's ``_noise`` (tests, benchmarks) or a fresh draw."""
+    if all_greedy:
+        return None, None
+    if noise is not None:
+        return noise
+    return draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
