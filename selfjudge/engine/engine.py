@@ -352,7 +352,7 @@ class SpeculativeEngine:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
         judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
-                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden))
+                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, temperature=run.temperature))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]

@@ -18,6 +18,9 @@ __all__ = [
     "StandardPolicy",
     "TopKPolicy",
     "JudgePolicy",
+    "TypicalPolicy",
+    "RelaxedTopNPolicy",
+    "FlyPolicy",
     "make_policy",
     "POLICY_NAMES",
 ]
@@ -35,8 +38,10 @@ class Policy:
         target_logits: torch.Tensor,  # [B, K+1, V]
         draft_token_ids: torch.Tensor,  # [B, K] int64
         hidden_states: torch.Tensor | None,  # [B, K, H] or None
+        temperature: float = 0.0,
     ) -> dict:
-        """Extra keyword arguments for :func:`selfjudge.verify` this cycle."""
+        """Extra keyword arguments for :func:`selfjudge.verify` this cycle (``temperature``: the
+        run's; rules on the target's probabilities read them at this temperature, 1 when greedy)."""
         return {}
 
     def __repr__(self) -> str:
@@ -71,7 +76,7 @@ class TopKPolicy(Policy):
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = int(k)
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
         K = draft_token_ids.shape[1]
         k = min(self.k, target_logits.shape[-1])
         top = torch.topk(target_logits[:, :K], k, dim=-1).indices  # [B, K, k]
@@ -129,7 +134,7 @@ class JudgePolicy(Policy):
         else:
             self.threshold = float(threshold)
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
         if hidden_states is None:
             raise ValueError("JudgePolicy needs hidden_states")
         if self.weight.shape[0] != hidden_states.shape[-1]:
@@ -161,6 +166,95 @@ class JudgePolicy(Policy):
         return f"JudgePolicy(H={self.weight.shape[0]}, threshold={self.threshold:g}{protected})"
 
 
+def _probs(target_logits, K: int, temperature: float) -> torch.Tensor:  # [B, K+1, V] -> [B, K, V] fp32
+    """The target's probabilities at the draft positions, at the run's temperature (1 when greedy)."""
+    x = target_logits[:, :K].float()
+    return torch.softmax(x / temperature if temperature > 0 else x, dim=-1)
+
+
+def _draft_prob(p: torch.Tensor, draft_token_ids: torch.Tensor) -> torch.Tensor:  # -> [B, K]
+    """p at each draft token (0 for a placeholder id outside [0, V))."""
+    V = p.shape[-1]
+    real = (draft_token_ids >= 0) & (draft_token_ids < V)
+    return torch.where(real, p.gather(-1, draft_token_ids.clamp(0, V - 1)[..., None]).squeeze(-1), 0.0)
+
+
+class TypicalPolicy(Policy):
+    """Medusa's typical acceptance (vLLM v0 ``typical_acceptance_sampler``): also accept a draft
+    token whose target probability ``p(x) > min(epsilon, delta * exp(-H(p)))``, H the entropy of
+    the target's distribution at that position. Defaults epsilon 0.09, delta 0.3 (Medusa / vLLM)."""
+
+    name = "typical"
+
+    def __init__(self, epsilon: float = 0.09, delta: float = 0.3):
+        for arg, value in (("epsilon", epsilon), ("delta", delta)):
+            if not 0 <= float(value) < float("inf"):
+                raise ValueError(f"{arg} must be finite and >= 0, got {value}")
+        self.epsilon, self.delta = float(epsilon), float(delta)
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
+        p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
+        entropy = -torch.where(p > 0, p * p.clamp_min(1e-45).log(), 0.0).sum(-1)  # [B, K]
+        bar = torch.minimum(torch.full_like(entropy, self.epsilon), self.delta * torch.exp(-entropy))
+        return {"relaxed_accept": _draft_prob(p, draft_token_ids) > bar}
+
+    def __repr__(self) -> str:
+        return f"TypicalPolicy(epsilon={self.epsilon:g}, delta={self.delta:g})"
+
+
+class RelaxedTopNPolicy(Policy):
+    """TensorRT-LLM's relaxed acceptance: also accept a draft token that is among the target's
+    top-N and whose probability is at least ``p_top1 - delta``."""
+
+    name = "relaxed"
+
+    def __init__(self, top_n: int = 3, delta: float = 0.1):
+        if int(top_n) < 1:
+            raise ValueError(f"top_n must be >= 1, got {top_n}")
+        if not 0 <= float(delta) <= 1:
+            raise ValueError(f"delta must lie in [0, 1], got {delta}")
+        self.top_n, self.delta = int(top_n), float(delta)
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
+        p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
+        top = torch.topk(p, min(self.top_n, p.shape[-1]), dim=-1)
+        in_top = (top.indices == draft_token_ids[..., None]).any(-1)  # [B, K]
+        close = _draft_prob(p, draft_token_ids) >= top.values[..., 0] - self.delta
+        return {"relaxed_accept": in_top & close}
+
+    def __repr__(self) -> str:
+        return f"RelaxedTopNPolicy(top_n={self.top_n}, delta={self.delta:g})"
+
+
+class FlyPolicy(Policy):
+    """FLy's entropy-gated deferred acceptance (decided inside the verify op, which holds the walk
+    and its uniforms), optionally OR-ed onto another policy's relaxations (``base``, e.g. a judge)."""
+
+    name = "fly"
+
+    def __init__(self, window: int = 2, entropy_threshold: float = 0.3, top_k: int = 3, base: Policy | None = None):
+        if int(window) < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        self.window, self.entropy_threshold, self.top_k = int(window), float(entropy_threshold), int(top_k)
+        self.base = base
+        self.needs_hidden = bool(base is not None and base.needs_hidden)
+        if base is not None:
+            self.name = f"{base.name}+fly"
+
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
+        kwargs = {} if self.base is None else self.base.verify_kwargs(target_logits, draft_token_ids, hidden_states,
+                                                                     temperature=temperature)
+        K = draft_token_ids.shape[1]
+        if self.window < K:  # a cycle with fewer drafts than window + 1 cannot defer anything
+            kwargs.update(fly_window=self.window, fly_entropy_threshold=self.entropy_threshold,
+                          fly_entropy_top_k=self.top_k)
+        return kwargs
+
+    def __repr__(self) -> str:
+        base = "" if self.base is None else f", base={self.base!r}"
+        return f"FlyPolicy(window={self.window}, threshold={self.entropy_threshold:g}, top_k={self.top_k}{base})"
+
+
 def digit_token_ids(tokenizer) -> list[int]:
     """Ids of every token whose text holds a digit: swaps there change numbers, which a suffix-likelihood
     label can rate harmless when the next tokens do not reuse the number."""
@@ -168,12 +262,12 @@ def digit_token_ids(tokenizer) -> list[int]:
     return [i for i in ids if any(c.isdigit() for c in tokenizer.decode([i]))]
 
 
-POLICY_NAMES = ("autoregressive", "standard", "topk", "judge")
+POLICY_NAMES = ("autoregressive", "standard", "topk", "judge", "typical", "relaxed", "fly", "judge+fly")
 
 
 def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None) -> Policy:
     """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
-    if protected_token_ids is not None and policy != "judge":
+    if protected_token_ids is not None and policy not in ("judge", "judge+fly"):
         raise ValueError("protected_token_ids applies to policy=\"judge\" only (a Policy instance carries its own)")
     if isinstance(policy, Policy):
         return policy
@@ -183,8 +277,15 @@ def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protec
         return StandardPolicy()
     if policy == "topk":
         return TopKPolicy(top_k)
-    if policy == "judge":
+    if policy in ("judge", "judge+fly"):
         if verifier is None:
-            raise ValueError("policy='judge' needs verifier= (a Verifier or a (weight, bias) pair)")
-        return JudgePolicy(verifier, threshold, protected_token_ids)
+            raise ValueError(f"policy={policy!r} needs verifier= (a Verifier or a (weight, bias) pair)")
+        judge = JudgePolicy(verifier, threshold, protected_token_ids)
+        return judge if policy == "judge" else FlyPolicy(base=judge)
+    if policy == "typical":
+        return TypicalPolicy()
+    if policy == "relaxed":
+        return RelaxedTopNPolicy()
+    if policy == "fly":
+        return FlyPolicy()
     raise ValueError(f"policy must be one of {POLICY_NAMES} or a Policy, got {policy!r}")
