@@ -30,6 +30,7 @@ class Config:
     K: int  # draft tokens per cycle (0 for target-only)
     threshold: str | None = None  # judge threshold name
     top_k: int | None = None
+    params: tuple = ()  # a training-free rule's settings, ((name, value), ...)
 
     @property
     def key(self) -> str:
@@ -44,11 +45,17 @@ def make_configs(
     sweep_thresholds: Sequence[str],
     sweep_ks: Sequence[int],
     hf_baselines: bool = False,
+    rules: Sequence[str] = (),
 ) -> list[Config]:
     """Target-only first, then per K: standard, top-k, each judge at its named thresholds
     (and at the sweep thresholds for K in ``sweep_ks``); with ``hf_baselines``, Hugging Face's
     own ``generate`` (target only) and assisted generation with the same draft (batch 1 only:
-    Hugging Face refuses assisted generation at batch > 1)."""
+    Hugging Face refuses assisted generation at batch > 1). ``rules``: training-free lossy
+    rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly"), each at its
+    sweep of settings for K in ``sweep_ks``."""
+    unknown = [r for r in rules if r not in RULE_SWEEPS]
+    if unknown:
+        raise ValueError(f"rules must be among {sorted(RULE_SWEEPS)}, got {unknown}")
     cfgs = [Config(AUTOREGRESSIVE, AUTOREGRESSIVE, "autoregressive", 0)]
     if hf_baselines:
         cfgs += [Config("HF generate", "HF", "hf_generate", 0), Config("HF assisted", "HF", "hf_assisted", 0)]
@@ -67,7 +74,49 @@ def make_configs(
                     raise ValueError(f"thresholds: {family} verifier: {err}") from None
                 seen.add(t)
                 cfgs.append(Config(f"{family}-{t}", family, "judge", K, threshold=t))
+        if K not in sweep_ks:
+            continue
+        for rule in rules:
+            family, policy, sweep = RULE_SWEEPS[rule]
+            if policy == "judge+fly" and "SelfJudge" not in judges:
+                continue
+            for params in sweep:
+                if policy == "fly" and dict(params)["window"] >= K:
+                    continue
+                label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
+                threshold = dict(params).get("threshold") if policy == "judge+fly" else None
+                cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))
     return cfgs
+
+
+#: rule -> (family, engine policy, settings swept): strict to loose
+RULE_SWEEPS = {
+    "typical": ("typical", "typical", tuple((("epsilon", e), ("delta", d)) for e, d in
+                                           ((0.3, 0.9), (0.09, 0.3), (0.05, 0.15), (0.02, 0.06), (0.005, 0.015)))),
+    "relaxed": ("relaxed top-N", "relaxed", tuple((("top_n", n), ("delta", d)) for n, d in
+                                                 ((2, 0.05), (3, 0.1), (5, 0.2), (5, 0.4), (10, 0.8)))),
+    "fly": ("FLy", "fly", tuple((("window", w), ("entropy_threshold", t)) for w, t in
+                                ((2, 0.6), (2, 0.3), (1, 0.3), (1, 0.1), (1, 0.0)))),
+    "selfjudge+fly": ("SelfJudge+FLy", "judge+fly", tuple((("threshold", t), ("window", 2), ("entropy_threshold", 0.3))
+                                                         for t in ("F", "R"))),
+}
+
+
+def rule_policy(c: Config, verifier=None):
+    """The engine policy of a rule configuration (``verifier``: SelfJudge's, for "judge+fly")."""
+    from selfjudge.engine.policies import FlyPolicy, JudgePolicy, RelaxedTopNPolicy, TypicalPolicy
+
+    p = dict(c.params)
+    if c.policy == "typical":
+        return TypicalPolicy(p["epsilon"], p["delta"])
+    if c.policy == "relaxed":
+        return RelaxedTopNPolicy(p["top_n"], p["delta"])
+    if c.policy == "fly":
+        return FlyPolicy(window=p["window"], entropy_threshold=p["entropy_threshold"])
+    if c.policy == "judge+fly":
+        return FlyPolicy(window=p["window"], entropy_threshold=p["entropy_threshold"],
+                         base=JudgePolicy(verifier, p["threshold"]))
+    raise ValueError(f"policy: {c.policy!r} is not a rule configuration")
 
 
 class HFGenerate:
@@ -133,7 +182,7 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
             (drafter if drafter is not None else draft) if c.policy != "autoregressive" else None,
             tokenizer,
             num_draft_tokens=max(c.K, 1),
-            policy=c.policy,
+            policy=rule_policy(c, judges.get("SelfJudge")) if c.params else c.policy,
             verifier=judges.get(c.family),
             threshold=c.threshold,
             top_k=c.top_k or 2,
