@@ -83,6 +83,8 @@ def make_configs(
             for params in sweep:
                 if policy == "fly" and dict(params)["window"] >= K:
                     continue
+                if policy == "judge+fly" and dict(params)["threshold"] not in judges["SelfJudge"].thresholds:
+                    continue  # the built-in sweep uses the verifier's own named points
                 label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
                 threshold = dict(params).get("threshold") if policy == "judge+fly" else None
                 cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))

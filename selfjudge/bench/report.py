@@ -22,7 +22,14 @@ FAMILY_STYLE = {
     "top-k": ("tab:orange", "^"),
     "AutoJudge": ("tab:red", "v"),
     "SelfJudge": ("tab:green", "D"),
+    "typical": ("tab:purple", "P"),
+    "relaxed top-N": ("tab:brown", "X"),
+    "FLy": ("tab:pink", "*"),
+    "SelfJudge+FLy": ("tab:olive", "d"),
 }
+#: the methods SelfJudge is compared with, when a block has them
+RIVALS = ("AutoJudge", "top-k", "typical", "relaxed top-N", "FLy", "SelfJudge+FLy")
+_Y_NAMES = {"semantic_fidelity": "semantic similarity to target (MiniLM)"}
 
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
@@ -93,8 +100,38 @@ def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", 
             "points_a": len(fam[a]) - len(base), "points_b": len(fam[b]) - len(base)}
 
 
+def _has(rows: list[dict[str, Any]], y: str) -> bool:
+    return any(isinstance(r.get(y), float) and not math.isnan(r[y]) for r in rows)
+
+
+def m_at_fidelity(rows: list[dict[str, Any]], family: str, K: int, y: str = "semantic_fidelity",
+                  floor: float = 0.97) -> float | None:
+    """The largest m a family reaches at one K with ``y`` >= ``floor`` (its standard point counts)."""
+    ms = [r["mean_accepted_length"] for r in rows if r["K"] == K and r["family"] in (family, "standard")
+          and r.get(y) is not None and r[y] >= floor]
+    return max(ms) if ms else None
+
+
+def target_table(blocks: list[dict[str, Any]], floor: float = 0.97) -> str:
+    """Issue 13's second target: each method's m at semantic fidelity >= ``floor``, against standard SD's."""
+    lines = [f"| task | batch | K | method | m at semantic >= {floor} | × standard m |", "|---|---|---|---|---|---|"]
+    for b in blocks:
+        if not _has(b["rows"], "semantic_fidelity"):
+            continue
+        for K in sorted({r["K"] for r in b["rows"] if r["K"]}):
+            std = next((r["mean_accepted_length"] for r in b["rows"] if r["family"] == "standard" and r["K"] == K), None)
+            for fam in ("SelfJudge",) + RIVALS:
+                if not any(r["family"] == fam and r["K"] == K for r in b["rows"]):
+                    continue
+                m = m_at_fidelity(b["rows"], fam, K, floor=floor)
+                lines.append(f"| {b['task']} | {b['batch']} | {K} | {fam} | {_fmt(m, '.2f')} | "
+                             f"{_fmt(m / std if m and std else None, '.2f')} |")
+    return "\n".join(lines)
+
+
 def pareto_table(blocks: list[dict[str, Any]]) -> str:
-    """SelfJudge's Pareto curve against AutoJudge's and top-k's, per block, on fidelity and task score."""
+    """SelfJudge's Pareto curve against every other method in the block (AutoJudge, top-k and the
+    training-free rules), per block, on fidelity, task score and semantic fidelity."""
     lines = [
         "| task | batch | K | SelfJudge vs | y | m range | mean gap | min gap | max gap | points (SJ / other) |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -102,8 +139,10 @@ def pareto_table(blocks: list[dict[str, Any]]) -> str:
     for b in blocks:
         ks = sorted({r["K"] for r in b["rows"] if r["K"]})
         for K in ks:
-            for other in ("AutoJudge", "top-k"):
-                for y in ("fidelity", "task_score"):
+            for other in RIVALS:
+                for y in ("fidelity", "task_score", "semantic_fidelity"):
+                    if not _has(b["rows"], y):
+                        continue
                     g = pareto_gap(b["rows"], "SelfJudge", other, y=y, K=K)
                     if g is None:
                         continue
@@ -118,10 +157,12 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
     lines = [
         "# Wall-clock matrix", "",
         "## Headline (K = 4)", "", headline(blocks), "",
-        "## Pareto curves: SelfJudge against AutoJudge and top-k", "",
+        "## Pareto curves: SelfJudge against every other method", "",
         "Gap = SelfJudge's upper envelope minus the other method's, over the mean accepted lengths m both reach "
         "(each curve includes the standard point); positive = SelfJudge keeps more at the same m.", "",
         pareto_table(blocks), "",
+        "## Accepted length at semantic fidelity >= 0.97", "",
+        target_table(blocks), "",
     ]
     for b in blocks:
         rows = b["rows"]
@@ -134,8 +175,8 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
             "",
             f"fidelity = {r0['fidelity_name']}; task score = {r0['task_score_name']}",
             "",
-            "| policy | K | tok/s | × target-only | × standard | m | judge-accepted | fidelity | task score | draft / target / verify / other |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| policy | K | tok/s | × target-only | × standard | m | judge-accepted | fidelity | semantic | task score | draft / target / verify / other |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             shares = " / ".join(f"{100 * r[k]:.0f}%" for k in ("share_draft", "share_target", "share_verify",
@@ -144,14 +185,15 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
                 f"| {r['name']} | {r['K'] or '–'} | {_fmt(r['tokens_per_s'], '.2f')} | "
                 f"{_fmt(r['speedup_vs_target_only'], '.2f')} | {_fmt(r['speedup_vs_standard'], '.2f')} | "
                 f"{_fmt(r['mean_accepted_length'], '.2f')} | {r['judge_accepted_tokens']} | "
-                f"{_fmt(r['fidelity'], '.3f')} | {_fmt(r['task_score'], '.3f')} | {shares} |"
+                f"{_fmt(r['fidelity'], '.3f')} | {_fmt(r.get('semantic_fidelity'), '.3f')} | "
+                f"{_fmt(r['task_score'], '.3f')} | {shares} |"
             )
         lines.append("")
     return "\n".join(lines)
 
 
 _X = {"m": "mean_accepted_length", "tok/s": "tokens_per_s"}
-_Y = ("fidelity", "task_score")
+_Y = ("fidelity", "task_score", "semantic_fidelity")
 
 
 def _points(rows: list[dict[str, Any]], K: int | None = None):
@@ -160,7 +202,7 @@ def _points(rows: list[dict[str, Any]], K: int | None = None):
     for r in rows:
         if (K is not None and r["K"] not in (0, K)) or r["family"] == "HF":  # HF reports no m
             continue
-        point = {x: r[key] for x, key in _X.items()} | {y: r[y] for y in _Y}
+        point = {x: r[key] for x, key in _X.items()} | {y: r.get(y, math.nan) for y in _Y}
         out.setdefault(r["family"], []).append(point)
     return out
 
@@ -177,14 +219,15 @@ def plot(blocks: list[dict[str, Any]], folder: Path) -> list[Path]:
     written = []
     for fname, x, xlabel in (("pareto.png", "m", "mean accepted length m"), ("speed_vs_fidelity.png", "tok/s", "tokens/s")):
         # row 0: fidelity to the target's own output; row 1: the task's own score
-        fig, axes = plt.subplots(2, len(tasks), figsize=(4.2 * len(tasks), 7.2), squeeze=False)
+        ys = [y for y in _Y if any(_has(b["rows"], y) for b in blocks)]
+        fig, axes = plt.subplots(len(ys), len(tasks), figsize=(4.2 * len(tasks), 3.6 * len(ys)), squeeze=False)
         for col, task in enumerate(tasks):
             # the block with the sweep: most configurations (ties: smallest batch)
             cands = [b for b in blocks if b["task"] == task]
             b = max(cands, key=lambda b: (len(b["rows"]), -b["batch"]))
             ks = sorted({r["K"] for r in b["rows"] if r["K"]})
             K = max(ks, key=lambda k: sum(r["K"] == k for r in b["rows"])) if ks else None
-            for row, y in enumerate(_Y):
+            for row, y in enumerate(ys):
                 ax = axes[row][col]
                 for fam, pts in _points(b["rows"], K).items():
                     color, marker = FAMILY_STYLE.get(fam, ("grey", "x"))
@@ -193,7 +236,7 @@ def plot(blocks: list[dict[str, Any]], folder: Path) -> list[Path]:
                             linestyle="-" if len(pts) > 1 else "none")
                 ax.set_title(f"{task} (batch {b['batch']}, K={K})")
                 ax.set_xlabel(xlabel)
-                ax.set_ylabel(b["rows"][0][f"{y}_name"])
+                ax.set_ylabel(_Y_NAMES.get(y) or b["rows"][0][f"{y}_name"])
                 ax.grid(alpha=0.3)
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from selfjudge.bench.report import BLOCKS, write_report
 
-DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128}
+DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128, "summarize": 96}
 SWEEP = ["q0.50", "q0.80", "q0.90", "q0.95", "q0.98", "q0.99"]
 JUDGE_FAMILIES = ("SelfJudge", "AutoJudge")
 
@@ -62,6 +62,7 @@ class MatrixSpec:
     selfjudge_verifier: str | None = None  # None: the shipped one, per task
     autojudge_verifier: str | None = None  # None: the shipped GSM8K one
     protect_digits: bool = False  # judges may not accept or replace digit tokens
+    rules: list[str] = field(default_factory=list)  # training-free lossy rules swept at sweep_ks (matrix.RULE_SWEEPS)
     drafter: str = "model"  # "model" (the pair's draft), "eagle" (eagle_dir) or "prompt-lookup"
     eagle_dir: str | None = None
     hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
@@ -148,7 +149,8 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
     """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
     return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
             "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths), "drafter": spec.drafter,
-            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits, "device": _device_name(spec.device),
+            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits, "rules": sorted(spec.rules),
+            "device": _device_name(spec.device),
             "dtype": _dtype_name(spec)}
 
 
@@ -168,7 +170,7 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
     """The settings a written block was measured with that differ from ``settings`` (a key the
     block predates counts as its default: pair smollm2-135m, drafter model, no digit protection)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
-                "device": "cpu", "dtype": "float32"}
+                "device": "cpu", "dtype": "float32", "rules": []}
     if "protect_digits" not in block and block.get("protected_token_ids") is not None:
         defaults["protect_digits"] = True
     def comparable(key, value):
@@ -226,7 +228,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         for b in spec.batch_sizes:
             sweep = spec.sweep if b in spec.sweep_batches else []
             configs = make_configs(spec.ks, spec.top_ks, judges, spec.thresholds, sweep, spec.sweep_ks,
-                                   hf_baselines=spec.hf_baselines and b == 1)
+                                   hf_baselines=spec.hf_baselines and b == 1,
+                                   rules=spec.rules if b in spec.sweep_batches else ())
             plan.append((task_name, b, configs, judges, paths))
 
     # expected duration: a measured target-only step times every configuration's tokens

@@ -33,6 +33,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="batch sizes with the sweep (default: the largest)")
     ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
+    ap.add_argument("--rules", nargs="*", default=[], choices=["typical", "relaxed", "fly", "selfjudge+fly"],
+                    help="training-free lossy rules to sweep beside the judges (at --sweep-ks and --sweep-batches)")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",
@@ -55,7 +57,7 @@ def spec_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in (
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
-        "threads", "out", "force", "estimate_only", "device", "dtype")}
+        "threads", "out", "force", "estimate_only", "device", "dtype", "rules")}
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:

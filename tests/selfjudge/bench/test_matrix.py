@@ -88,7 +88,9 @@ def test_report_writes_tables_and_plots(tmp_path, tiny):
     assert merged["blocks"][0]["rows"][0]["name"] == "target-only"
     md = (tmp_path / "results.md").read_text()
     assert "| SelfJudge-all | 2 |" in md and "## toy, batch 1" in md
-    assert "## Headline" in md and "| toy | 1 | 2 | top-k |" not in md and "## Pareto curves" in md
+    pareto = md.split("## Pareto curves")[1].split("## Accepted length")[0]
+    assert "## Headline" in md and "| toy | 1 | 2 | top-k |" not in pareto  # one top-k point: no curve to compare
+    assert "## Accepted length at semantic fidelity >= 0.97" in md and "| toy | 1 | 2 | SelfJudge |" in md
     for png in ("pareto.png", "speed_vs_fidelity.png"):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
 
@@ -170,3 +172,17 @@ def test_engines_draft_with_the_given_drafter(tiny):
                         prompts[:2], 1, 6, progress=False)
     by = {r["name"]: r for r in rows}
     assert by["standard"]["same_tokens_as_target_only"] and by["standard"]["fidelity"] == 1.0
+
+
+def test_rule_configs_and_engines(tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    judges = {"SelfJudge": verifier}
+    cfgs = wm.make_configs([3], [], judges, [], [], [3], rules=["typical", "relaxed", "fly", "selfjudge+fly"])
+    fams = {c.family for c in cfgs}
+    assert {"typical", "relaxed top-N", "FLy", "SelfJudge+FLy"} <= fams
+    assert all(dict(c.params)["window"] < 3 for c in cfgs if c.family == "FLy")
+    engines = wm.build_engines(target, draft, tok, cfgs, judges)
+    assert repr(engines[next(c.key for c in cfgs if c.family == "SelfJudge+FLy")].policy).startswith("FlyPolicy(")
+    with pytest.raises(ValueError, match="rules"):
+        wm.make_configs([3], [], judges, [], [], [3], rules=["nope"])
+    assert not [c for c in wm.make_configs([3], [], judges, [], [], [], rules=["typical"]) if c.params]  # K not swept
