@@ -39,7 +39,8 @@ def token_logprobs(
     *,
     backend: str = "auto",
     check_values: bool | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    return_max: bool = False,
+):
     """Log-probability of ``next_ids[r]`` under ``softmax(hidden[r] @ lm_head_weight.T)``.
 
     Parameters
@@ -60,6 +61,9 @@ def token_logprobs(
     logprobs : ``[R]`` float32.
     segment_sums : ``[S]`` float32, ``segment_sums[j] = sum of logprobs[r] with
         segment_ids[r] == j`` (0 for an empty segment).
+    max_logprobs : ``[R]`` float32, only with ``return_max=True``: each row's top-1
+        log-probability ``max_v log softmax(...)`` (the target's confidence), which the
+        online log-sum-exp already holds.
 
     Example
     -------
@@ -111,5 +115,5 @@ def token_logprobs(
     if triton:
         from .scorer_triton import token_logprobs_triton
 
-        return token_logprobs_triton(hidden, lm_head_weight, next_ids, segment_ids, num_segments)
-    return token_logprobs_torch(hidden, lm_head_weight, next_ids, segment_ids, num_segments)
+        return token_logprobs_triton(hidden, lm_head_weight, next_ids, segment_ids, num_segments, return_max=return_max)
+    return token_logprobs_torch(hidden, lm_head_weight, next_ids, segment_ids, num_segments, return_max=return_max)

@@ -29,8 +29,11 @@ def token_logprobs_torch(
     *,
     row_chunk: int = DEFAULT_ROW_CHUNK,
     vocab_chunk: int = DEFAULT_VOCAB_CHUNK,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return ``(logprobs [R] fp32, segment_sums [num_segments] fp32)``.
+    return_max: bool = False,
+):
+    """Return ``(logprobs [R] fp32, segment_sums [num_segments] fp32)``, plus with ``return_max``
+    ``max_logprobs [R] fp32``: each row's top-1 log-probability (its largest logit minus the
+    log-sum-exp, both already held by the online reduction).
 
     Inputs are assumed validated by :func:`selfjudge.kernels.scorer.token_logprobs`.
     ``segment_ids=None`` puts every row in segment 0. Rows whose segment id is -1
@@ -41,6 +44,7 @@ def token_logprobs_torch(
     V = lm_head_weight.shape[0]
     device = hidden.device
     logprobs = torch.empty(R, dtype=torch.float32, device=device)
+    max_logprobs = torch.empty(R, dtype=torch.float32, device=device)
     ids = next_ids.to(torch.int64)
     valid = (ids >= 0) & (ids < V)  # [R] bool
     safe_ids = torch.where(valid, ids, torch.zeros_like(ids))
@@ -50,12 +54,15 @@ def token_logprobs_torch(
         # indexed dot h . W[y]: the chosen token's logit, no logits row needed
         target = (h * lm_head_weight[safe_ids[r0:r1]].to(torch.float32)).sum(dim=1)  # [r]
         lse = torch.full((r1 - r0,), float("-inf"), dtype=torch.float32, device=device)
+        top = torch.full((r1 - r0,), float("-inf"), dtype=torch.float32, device=device)
         for v0 in range(0, V, vocab_chunk):
             w = lm_head_weight[v0 : v0 + vocab_chunk].to(torch.float32)  # [v, H]
             tile = h @ w.T  # [r, v] fp32, the only logits ever held
             lse = torch.logaddexp(lse, torch.logsumexp(tile, dim=1))
+            top = torch.maximum(top, tile.max(dim=1).values)
             del tile
         logprobs[r0:r1] = target - lse
+        max_logprobs[r0:r1] = top - lse
     logprobs = torch.where(valid, logprobs, torch.full_like(logprobs, float("nan")))
     sums = torch.zeros(num_segments, dtype=torch.float32, device=device)
     if num_segments > 0 and R > 0:
@@ -65,4 +72,4 @@ def token_logprobs_torch(
             seg = segment_ids.to(torch.int64)
             keep = (seg >= 0) & (seg < num_segments)  # [R] bool
             sums.index_add_(0, torch.where(keep, seg, torch.zeros_like(seg)), torch.where(keep, logprobs, torch.zeros_like(logprobs)))
-    return logprobs, sums
+    return (logprobs, sums, max_logprobs) if return_max else (logprobs, sums)

@@ -43,6 +43,7 @@ def _scorer_partial_kernel(
     w_ptr,  # [V, H] same dtype
     ids_ptr,  # [R] int32/int64 next-token ids
     part_ptr,  # [R, NUM_SPLITS] fp32 out: partial log-sum-exp per vocabulary split
+    pmax_ptr,  # [R, NUM_SPLITS] fp32 out: largest logit per vocabulary split
     target_ptr,  # [R] fp32 out: h . W[y] (NaN where y is out of range)
     R,
     H,
@@ -115,14 +116,17 @@ def _scorer_partial_kernel(
         m = m_new
     lse = (m + tl.log2(s)) * LN2
     tl.store(part_ptr + rows64 * NUM_SPLITS + pid_s, lse, mask=rmask)
+    tl.store(pmax_ptr + rows64 * NUM_SPLITS + pid_s, m * LN2, mask=rmask)
 
 
 @triton.jit
 def _scorer_combine_kernel(
     part_ptr,  # [R, NUM_SPLITS] fp32 partial log-sum-exp
+    pmax_ptr,  # [R, NUM_SPLITS] fp32 largest logit per split
     target_ptr,  # [R] fp32 h . W[y]
     seg_ptr,  # [R] int segment ids (unused when HAS_SEGMENTS is False)
     out_ptr,  # [R] fp32 out: log-probabilities
+    maxout_ptr,  # [R] fp32 out: top-1 log-probabilities
     sums_ptr,  # [S] fp32 out (zero-initialised): per-segment sums
     R,
     S,
@@ -149,6 +153,9 @@ def _scorer_combine_kernel(
     t = tl.load(target_ptr + rows64, mask=rmask, other=0.0)
     lp = t - lse
     tl.store(out_ptr + rows64, lp, mask=rmask)
+    pmax = tl.load(pmax_ptr + rows64[:, None] * NUM_SPLITS + sp[None, :],
+                   mask=rmask[:, None] & (sp[None, :] < NUM_SPLITS), other=float("-inf"))
+    tl.store(maxout_ptr + rows64, tl.max(pmax, axis=1) - lse, mask=rmask)
     if not DO_SUMS:
         return
     if HAS_SEGMENTS:
@@ -179,8 +186,10 @@ def token_logprobs_triton(
     *,
     num_splits: int | None = None,
     config: dict | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch the two kernels; inputs are assumed validated by the public wrapper."""
+    return_max: bool = False,
+):
+    """Launch the two kernels; inputs are assumed validated by the public wrapper. Returns
+    ``(logprobs, segment_sums)`` plus, with ``return_max``, the rows' top-1 log-probabilities."""
     R, H = hidden.shape
     V = lm_head_weight.shape[0]
     device = hidden.device
@@ -202,17 +211,20 @@ def token_logprobs_triton(
     v_per_split = tiles_per_split * BLOCK_V
 
     part = torch.empty((R, num_splits), dtype=torch.float32, device=device)
+    pmax = torch.empty((R, num_splits), dtype=torch.float32, device=device)
     target = torch.empty(R, dtype=torch.float32, device=device)
     out = torch.empty(R, dtype=torch.float32, device=device)
+    maxout = torch.empty(R, dtype=torch.float32, device=device)
     sums = torch.zeros(num_segments, dtype=torch.float32, device=device)
     if R == 0:
-        return out, sums
+        return (out, sums, maxout) if return_max else (out, sums)
     dot_precision = "ieee" if hidden.dtype == torch.float32 else "tf32"
     _scorer_partial_kernel[(n_r, num_splits)](
         hidden,
         lm_head_weight,
         next_ids,
         part,
+        pmax,
         target,
         R,
         H,
@@ -235,9 +247,11 @@ def token_logprobs_triton(
     sums_arg = sums if num_segments > 0 else torch.zeros(1, dtype=torch.float32, device=device)
     _scorer_combine_kernel[(n_r,)](
         part,
+        pmax,
         target,
         segment_ids if has_seg else next_ids,
         out,
+        maxout,
         sums_arg,
         R,
         num_segments,
@@ -247,4 +261,4 @@ def token_logprobs_triton(
         HAS_SEGMENTS=has_seg,
         DO_SUMS=num_segments > 0,
     )
-    return out, sums
+    return (out, sums, maxout) if return_max else (out, sums)

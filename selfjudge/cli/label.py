@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     add_device_arguments(p)
+    p.add_argument("--score", choices=["likelihood", "confidence"], default="likelihood",
+                   help="likelihood: SPEC's suffix log-likelihood difference; confidence: SelfJudge's released code "
+                        "(mean top-1 log-probability difference; use a negative tau, e.g. -0.056 at N = 20)")
     p.set_defaults(func=run)
 
 
@@ -59,6 +62,7 @@ def run(args) -> int:
         command=args.command_line,
         pair=pair,
         draft_id=draft_id,
+        score=args.score,
     )
     print(json.dumps(summary, indent=2))
     return 0

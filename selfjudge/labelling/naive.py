@@ -31,12 +31,14 @@ def naive_score_swaps(
     M = positions.shape[0]
     H = model.config.hidden_size
     scores = torch.zeros(M, dtype=torch.float32)
+    confidence = torch.zeros(M, dtype=torch.float32)
     prefix_terms = torch.zeros(M, dtype=torch.float32)
     features = torch.zeros(M, H, dtype=torch.float32)
     if M:
         seq = torch.cat([x, y])[None]
         logp = torch.log_softmax(model(input_ids=seq).logits[0].double(), dim=-1)  # [Lx+Ly, V]
         orig = logp[Lx - 1 : Lx + Ly - 1].gather(1, y[:, None])[:, 0]  # [Ly] log T(y_t | y_<t)
+        orig_top = logp[Lx - 1 : Lx + Ly - 1].max(-1).values  # [Ly] top-1 log-probability before y_t
     for j in range(M):
         i, zj = int(positions[j]), int(draft_ids[j])
         n = min(window, Ly - 1 - i)
@@ -49,5 +51,7 @@ def naive_score_swaps(
         s_orig = orig[i : i + n + 1].sum()
         scores[j] = float(s_swap - s_orig)
         prefix_terms[j] = float(lp[0, zj] - orig[i])
+        c_swap = lp[0, zj] + sum(lp[1 + k].max() for k in range(n))
+        confidence[j] = float((c_swap - orig_top[i : i + n + 1].sum()) / (n + 1))
         features[j] = out.hidden_states[-1][0, Lx + i].float().cpu()
-    return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features)
+    return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features, confidence)

@@ -36,7 +36,7 @@ FEATURE_DOC = (
     "target final-layer hidden state after the final norm (base model last_hidden_state == "
     "output_hidden_states[-1]) at the swapped token z_i, from the one-pass scoring forward"
 )
-_COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size")
+_COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size", "score")
 
 
 def _decode(tokenizer, tid: int) -> str:
@@ -98,6 +98,7 @@ def label(
     progress: bool = True,
     command: str | None = None,
     draft_id: str | None = None,
+    score: str = "likelihood",
 ) -> dict:
     """Label ``limit`` prompts of ``task``'s ``split``; returns the summary dict.
 
@@ -107,10 +108,15 @@ def label(
     may be a drafter (e.g. prompt lookup, an EAGLE head): then name it with ``draft_id``.
     ``task``: a name for :func:`selfjudge.tasks.load_task` or a Task-like object with
     ``name``, ``examples(split, limit)`` and ``build_prompt(tokenizer, example)``.
-    Exactly one of ``tau`` / ``tau_quantile`` must be given.
+    Exactly one of ``tau`` / ``tau_quantile`` must be given. ``score``: "likelihood" (SPEC
+    section 2, the suffix log-likelihood difference) or "confidence" (SelfJudge's released
+    code: the mean top-1 log-probability difference over the same window; its tau is the
+    negated published one, e.g. -0.056 at N = 20); rows store both, the label uses this one.
     """
     from tqdm.auto import tqdm
 
+    if score not in ("likelihood", "confidence"):
+        raise ValueError(f"score must be 'likelihood' or 'confidence', got {score!r}")
     if (tau is None) == (tau_quantile is None):
         raise ValueError("give exactly one of tau and tau_quantile")
     if tau is not None and not math.isfinite(tau):
@@ -148,6 +154,7 @@ def label(
         "tau": tau,
         "tau_quantile": tau_quantile,
         "tau_mode": "value" if tau is not None else "quantile",
+        "score": score,
         "label_rule": "label = 1 (acceptable) iff score > tau",
         "hidden_size": int(tgt.config.hidden_size),
         "feature": FEATURE_DOC,
@@ -156,7 +163,7 @@ def label(
         "command": command,  # the command line that made the labels (copied into verifiers' metadata)
     }
     compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
-    writer = ShardWriter(out, manifest, compare_keys=compare)
+    writer = ShardWriter(out, manifest, compare_keys=compare, defaults={"score": "likelihood"})
     try:
         examples = task.examples(split, limit=limit)
         done = writer.done_prompt_ids
@@ -185,7 +192,8 @@ def label(
                 t_draft += tb - ta
                 t_score += tc - tb
                 for j, i in enumerate(mism.tolist()):
-                    s = float(res.scores[j])
+                    s_likelihood, s_confidence = float(res.scores[j]), float(res.confidence_scores[j])
+                    s = s_likelihood if score == "likelihood" else s_confidence
                     rows.append(
                         {
                             "prompt_id": ex.prompt_id,
@@ -195,6 +203,8 @@ def label(
                             "target_token": _decode(tok, int(y[i])),
                             "draft_token": _decode(tok, int(z[i])),
                             "score": s,
+                            "score_likelihood": s_likelihood,
+                            "score_confidence": s_confidence,
                             "prefix_score": float(res.prefix_terms[j]),
                             "label": int(s > tau) if tau is not None else None,
                             "response_len": len(r),

@@ -73,6 +73,7 @@ class ShardWriter:
 
     The writer holds the folder's lock (:func:`selfjudge.folders.lock_folder`) until
     :meth:`close` or the end of the process, so two runs never write one folder.
+    ``defaults`` gives the value of a compared key that an older manifest lacks.
     ``start_over`` deletes an earlier run's files first, only if the folder's manifest
     says a run of the same ``method`` made it. An earlier run that committed nothing
     (it failed on a bad argument, say) never blocks a corrected rerun: its manifest is
@@ -80,7 +81,7 @@ class ShardWriter:
     """
 
     def __init__(self, out_dir: str | Path, manifest: dict, compare_keys: tuple[str, ...] = (),
-                 *, start_over: bool = False):
+                 *, start_over: bool = False, defaults: dict | None = None):
         self.dir = Path(out_dir)
         self._lock = lock_folder(self.dir, manifest.get("command"))
         if start_over:
@@ -91,10 +92,11 @@ class ShardWriter:
             mpath.unlink()  # nothing committed: the earlier run's settings bind nothing
         if mpath.exists():
             old = json.loads(mpath.read_text(encoding="utf-8"))
-            for key in compare_keys:
-                if old.get(key) != manifest.get(key):
+            for key in compare_keys:  # ``defaults``: what runs made before a key existed used
+                was = old.get(key, (defaults or {}).get(key))
+                if was != manifest.get(key):
                     raise ValueError(
-                        f"out: {self.dir} holds a run with {key}={old.get(key)!r}, not {manifest.get(key)!r}; "
+                        f"out: {self.dir} holds a run with {key}={was!r}, not {manifest.get(key)!r}; "
                         "use another --out or delete it"
                     )
             self.manifest = {**old, **{k: v for k, v in manifest.items() if k not in old}}

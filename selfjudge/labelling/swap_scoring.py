@@ -52,6 +52,7 @@ class SwapScores:
     scores: torch.Tensor  # [M] float32 s_j
     prefix_terms: torch.Tensor  # [M] float32 log T(z_j|y_<i) - log T(y_i|y_<i) (the N=0 score)
     features: torch.Tensor  # [M, H] float32 final (post-norm) hidden state after reading z_j
+    confidence_scores: torch.Tensor | None = None  # [M] float32 c_j (released code's score, see score_swaps)
 
 
 def lm_head_weight(model) -> torch.Tensor:  # [V, H]
@@ -138,8 +139,9 @@ def _score_chunk(model, prompt_ids, response_ids, pos, z, window, backend):
     rows_h.append(hidden[P:][scored])
     rows_y.append(seq[(Lx + pos[win_j] + win_k + 1)[scored]])
     rows_s.append(win_j[scored])
-    lp, seg_sums = token_logprobs(
-        torch.cat(rows_h), lm_head_weight(model), torch.cat(rows_y), torch.cat(rows_s), m, backend=backend
+    lp, seg_sums, top1 = token_logprobs(
+        torch.cat(rows_h), lm_head_weight(model), torch.cat(rows_y), torch.cat(rows_s), m, backend=backend,
+        return_max=True,
     )
     n_orig = t_orig.shape[0]
     lp_orig = lp[:n_orig].double()
@@ -149,7 +151,14 @@ def _score_chunk(model, prompt_ids, response_ids, pos, z, window, backend):
     scores = (seg_sums.double() - orig_sum).float()
     prefix_terms = (lp_z.double() - lp_orig[pos - t0]).float()
     features = hidden[offs].float()
-    return scores, prefix_terms, features
+    # confidence (the released code's score): mean over the same N_j + 1 distributions of the top-1
+    # log-probability, swapped side using log T(z_j | y_<i) for the first
+    top_orig = torch.cat([torch.zeros(1, dtype=torch.float64, device=device), torch.cumsum(top1[:n_orig].double(), 0)])
+    conf_orig = top_orig[pos + n_eff - t0 + 1] - top_orig[pos - t0]
+    conf_swap = lp_z.double().clone()
+    conf_swap.index_add_(0, win_j[scored], top1[n_orig + m:].double())
+    confidence = ((conf_swap - conf_orig) / (n_eff + 1).double()).float()
+    return scores, prefix_terms, features, confidence
 
 
 @torch.no_grad()
@@ -164,7 +173,15 @@ def score_swaps(
     max_tokens: int = 2048,
     backend: str = "auto",
 ) -> SwapScores:
-    """Score every swap of one response with one target forward per chunk (see module doc)."""
+    """Score every swap of one response with one target forward per chunk (see module doc).
+
+    Besides SPEC section 2's likelihood score ``s_j`` it returns ``confidence_scores``, the
+    score of SelfJudge's released code (``compare_important_tokens_gsm8k.py``): over the
+    N_j + 1 distributions that predict ``y_i .. y_{i+N_j}``, the mean top-1 log-probability of
+    the swapped sequence (its first term ``log T(z_j | y_<i)``) minus that of the original.
+    The released code labels a swap important when the *drop* exceeds tau (about 0.056 at
+    N = 20 on its GSM8K/Llama pair): acceptable here is ``confidence > -tau``.
+    """
     if prompt_ids.dim() != 1 or prompt_ids.shape[0] < 1:
         raise ValueError("prompt_ids must be a non-empty 1-D tensor [Lx]")
     if response_ids.dim() != 1:
@@ -182,6 +199,7 @@ def score_swaps(
     M = pos.shape[0]
     H = model.config.hidden_size
     scores = torch.zeros(M, dtype=torch.float32, device=device)
+    confidence = torch.zeros(M, dtype=torch.float32, device=device)
     prefix_terms = torch.zeros(M, dtype=torch.float32, device=device)
     features = torch.zeros(M, H, dtype=torch.float32, device=device)
     if M:
@@ -193,6 +211,6 @@ def score_swaps(
         y = response_ids.to(device=device, dtype=torch.long)
         for chunk in plan_chunks(pos.tolist(), x.shape[0], Ly, window, max_tokens):
             idx = torch.tensor(chunk, dtype=torch.long, device=device)
-            s, p, f = _score_chunk(model, x, y, pos[idx], z[idx], window, backend)
-            scores[idx], prefix_terms[idx], features[idx] = s, p, f
-    return SwapScores(pos, z, scores, prefix_terms, features)
+            s, p, f, c = _score_chunk(model, x, y, pos[idx], z[idx], window, backend)
+            scores[idx], prefix_terms[idx], features[idx], confidence[idx] = s, p, f, c
+    return SwapScores(pos, z, scores, prefix_terms, features, confidence)

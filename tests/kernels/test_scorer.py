@@ -140,3 +140,22 @@ def test_bad_inputs_raise_naming_argument(mutate, name):
     mutate(args)
     with pytest.raises(ValueError, match=name):
         token_logprobs(**args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("num_splits", [None, 3])
+def test_max_logprobs_are_the_rows_top1_log_probability(dtype, backend, num_splits):
+    """return_max: the confidence max_v log softmax, against full fp64 logits; unchanged logprobs."""
+    R, H, V = 29, 23, 611
+    h, W, ids, seg = make(R, H, V, dtype, seed=5)
+    if backend == "triton":
+        lp, sums, mx = token_logprobs_triton(h, W, ids, seg, 6, num_splits=num_splits, return_max=True)
+    else:
+        lp, sums, mx = token_logprobs(h, W, ids, seg, 6, backend="torch", return_max=True)
+    ref = torch.log_softmax(h.double() @ W.double().T, -1).max(-1).values
+    torch.testing.assert_close(mx.double(), ref, atol=TOL[dtype], rtol=1e-5)
+    ref_lp, _ = reference(h, W, ids, seg, 6)
+    torch.testing.assert_close(lp.double(), ref_lp, atol=TOL[dtype], rtol=1e-5)
+    assert (mx >= lp - 1e-5).all()  # no token beats the top-1 (negative control on the sign)
+    assert len(token_logprobs(h, W, ids, seg, 6, backend="torch")) == 2  # default: unchanged signature

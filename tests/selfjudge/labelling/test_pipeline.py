@@ -161,3 +161,21 @@ def test_cli_registration():
     assert args.target == "smollm2-135m" and args.func is label_cli.run
     with pytest.raises(SystemExit):
         parser.parse_args(["label", "--out", "d"])  # tau or tau-quantile is required
+
+
+def test_confidence_score_labels(pair, tmp_path):
+    """--score confidence: the released code's score labels the rows; both scores are stored."""
+    run(pair, tmp_path / "l")
+    run(pair, tmp_path / "c", score="confidence", tau=-0.05)
+    _, lik, _ = read_labels(tmp_path / "l")
+    _, conf, man = read_labels(tmp_path / "c")
+    assert man["score"] == "confidence" and [r["position"] for r in conf] == [r["position"] for r in lik]
+    assert all(r["score"] == r["score_confidence"] for r in conf)
+    assert all(r["score"] == r["score_likelihood"] for r in lik)
+    assert all(r["label"] == int(r["score_confidence"] > -0.05) for r in conf)
+    assert [r["score_confidence"] for r in conf] == [r["score_confidence"] for r in lik]
+    assert any(a["label"] != b["label"] for a, b in zip(conf, lik))  # the two scores disagree somewhere
+    with pytest.raises(ValueError, match="score"):
+        run(pair, tmp_path / "l", score="confidence")  # resuming a likelihood run with another score
+    with pytest.raises(ValueError, match="score must be"):
+        run(pair, tmp_path / "x", score="entropy")

@@ -39,7 +39,9 @@ def test_one_pass_equals_naive(attn, window, tiny_llama):
     torch.testing.assert_close(one.scores, ref.scores, atol=1e-4, rtol=0)
     torch.testing.assert_close(one.prefix_terms, ref.prefix_terms, atol=1e-4, rtol=0)
     torch.testing.assert_close(one.features, ref.features, atol=1e-4, rtol=0)
+    torch.testing.assert_close(one.confidence_scores, ref.confidence_scores, atol=1e-4, rtol=0)
     assert ref.scores.abs().max() > 0.5  # the comparison is not between zeros
+    assert ref.confidence_scores.abs().max() > 0.05 and not torch.allclose(one.confidence_scores, one.scores)
     if window == 0:
         torch.testing.assert_close(one.scores, one.prefix_terms)
 
