@@ -20,6 +20,8 @@ def register(subparsers) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tau", type=finite_float, default=None, help="SelfJudge: relabel as score > tau before training")
     g.add_argument("--tau-quantile", type=finite_float, default=None, help="SelfJudge: tau = this quantile of the scores")
+    p.add_argument("--score", choices=["likelihood", "confidence"], default=None,
+                   help="SelfJudge: relabel from this stored score (default: the one the labels were made with)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +35,7 @@ def run(args) -> int:
         except ValueError:
             raise ValueError(f"--c-grid must be comma-separated numbers, got {args.c_grid!r}") from None
     verifier, report = train_from_labels(args.labels, args.out, command=args.command_line, tau=args.tau,
-                                         tau_quantile=args.tau_quantile, **kwargs)
+                                         tau_quantile=args.tau_quantile, score=args.score, **kwargs)
     print(format_report(report))
     print(f"wrote {args.out} (hidden size {verifier.hidden_size}, thresholds: {', '.join(verifier.thresholds)})")
     if args.report:

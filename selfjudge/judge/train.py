@@ -350,14 +350,18 @@ def train_from_labels(
     command: str | None = None,
     tau: float | None = None,
     tau_quantile: float | None = None,
+    score: str | None = None,
     **fit_kwargs,
 ):
     """Read label dirs, fit, attach metadata from the manifests, optionally save to ``out``.
 
-    ``tau`` / ``tau_quantile`` relabel SelfJudge scores before fitting (recorded in the metadata).
+    ``tau`` / ``tau_quantile`` relabel SelfJudge scores before fitting (recorded in the metadata);
+    ``score`` ("likelihood" / "confidence") relabels from that stored score instead of the run's own.
     """
-    tau_used = resolve_tau(label_dirs, tau, tau_quantile)
-    feats, rows, manifests = read_label_dirs(label_dirs, tau=tau_used)
+    if score is not None and tau is None and tau_quantile is None:
+        raise ValueError("score: choosing a score relabels the rows, so give tau or tau_quantile too")
+    tau_used = resolve_tau(label_dirs, tau, tau_quantile, score=score)
+    feats, rows, manifests = read_label_dirs(label_dirs, tau=tau_used, score=score)
     labels = np.asarray([int(r["label"]) for r in rows])
     groups = [str(r["prompt_id"]) for r in rows]
     m0 = manifests[0]
@@ -372,6 +376,7 @@ def train_from_labels(
     if m0.get("method") == "selfjudge":
         meta["tau"] = m0.get("tau")
         meta["window"] = m0.get("window")
+        meta["score"] = score or m0.get("score", "likelihood")
         if tau_quantile is not None:
             meta["tau_quantile"] = tau_quantile
     if m0.get("command"):

@@ -197,13 +197,33 @@ def relabel(out_dir: str | Path, tau: float) -> None:
         _atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
-def read_labels(out_dir: str | Path, tau: float | None = None) -> tuple[torch.Tensor, list[dict], dict]:
+def score_field(score: str | None) -> str:
+    """The row field a label is derived from: "score" (the run's own), or "score_likelihood" /
+    "score_confidence" (both stored by runs since the two SelfJudge scores exist)."""
+    if score is None:
+        return "score"
+    if score not in ("likelihood", "confidence"):
+        raise ValueError(f"score must be 'likelihood' or 'confidence', got {score!r}")
+    return f"score_{score}"
+
+
+def _scores(rows: list[dict], field: str, where) -> list[float]:
+    try:
+        return [float(r[field]) for r in rows]
+    except KeyError:
+        raise ValueError(f"labels: {where} stores no {field!r} (labelled before both scores were stored: "
+                         "relabel it)") from None
+
+
+def read_labels(out_dir: str | Path, tau: float | None = None,
+                score: str | None = None) -> tuple[torch.Tensor, list[dict], dict]:
     """Load a label directory: ``(features [N, H] float32, rows, manifest)``.
 
     Only shards committed in ``progress.jsonl`` are read, in write order; row k of
     ``rows`` describes ``features[k]``. With ``tau`` given, every row's label is
     re-derived from its stored score as ``int(score > tau)`` (and ``manifest["tau"]``
     in the returned dict is set to it); otherwise stored labels are returned as written.
+    ``score`` ("likelihood" / "confidence") picks which stored score ``tau`` applies to.
     """
     out_dir = Path(out_dir)
     mpath = out_dir / MANIFEST
@@ -222,14 +242,15 @@ def read_labels(out_dir: str | Path, tau: float | None = None) -> tuple[torch.Te
     H = int(manifest.get("hidden_size") or (feats[0].shape[1] if feats else 0))
     features = torch.cat(feats) if feats else torch.zeros(0, H, dtype=torch.float32)
     if tau is not None:
-        labels = apply_tau(torch.tensor([r["score"] for r in rows], dtype=torch.float64), tau).tolist()
+        labels = apply_tau(torch.tensor(_scores(rows, score_field(score), out_dir), dtype=torch.float64), tau).tolist()
         for row, lab in zip(rows, labels):
             row["label"] = lab
-        manifest = {**manifest, "tau": float(tau)}
+        manifest = {**manifest, "tau": float(tau), **({"score": score} if score else {})}
     return features, rows, manifest
 
 
-def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None) -> float | None:
+def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None,
+                score: str | None = None) -> float | None:
     """SelfJudge's tau to relabel with: a value, or a quantile of all stored scores (None: keep labels)."""
     if tau is not None and tau_quantile is not None:
         raise ValueError("give at most one of tau and tau_quantile")
@@ -237,13 +258,14 @@ def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: floa
         raise ValueError(f"tau must be a finite number, got {tau}")
     if tau_quantile is None:
         return tau
-    scores = torch.tensor([float(r["score"]) for d in label_dirs for r in read_rows(d)], dtype=torch.float64)
+    field = score_field(score)
+    scores = torch.tensor([s for d in label_dirs for s in _scores(read_rows(d), field, d)], dtype=torch.float64)
     if not len(scores):
         raise ValueError("tau_quantile: the label dirs hold no scores")
     return float(tau_from_quantile(scores, tau_quantile))
 
 
-def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
+def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None, score: str | None = None):
     """Concatenate label shards from one or more dirs: (features [N,H] tensor, rows, manifests).
 
     ``tau`` (SelfJudge only) re-derives every label as ``score > tau`` from the stored scores.
@@ -254,7 +276,7 @@ def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None):
             with open(Path(d) / MANIFEST, encoding="utf-8") as fh:
                 if json.load(fh).get("method") != "selfjudge":
                     raise ValueError(f"tau: only SelfJudge labels are defined by a score threshold ({d})")
-        f, r, m = read_labels(d, tau=tau)
+        f, r, m = read_labels(d, tau=tau, score=score)
         feats.append(f)
         rows.extend(r)
         manifests.append(m)

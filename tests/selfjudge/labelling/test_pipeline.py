@@ -179,3 +179,18 @@ def test_confidence_score_labels(pair, tmp_path):
         run(pair, tmp_path / "l", score="confidence")  # resuming a likelihood run with another score
     with pytest.raises(ValueError, match="score must be"):
         run(pair, tmp_path / "x", score="entropy")
+
+
+def test_train_from_either_stored_score(pair, tmp_path):
+    from selfjudge.judge.train import train_from_labels
+    from selfjudge.labelling.shards import read_label_dirs, resolve_tau
+
+    run(pair, tmp_path / "l", limit=6)
+    tau = resolve_tau([str(tmp_path / "l")], None, 0.5, score="confidence")
+    _, rows, man = read_label_dirs([str(tmp_path / "l")], tau=tau, score="confidence")
+    assert man[0]["score"] == "confidence"
+    assert all(r["label"] == int(r["score_confidence"] > tau) for r in rows)
+    with pytest.raises(ValueError, match="tau"):
+        train_from_labels([str(tmp_path / "l")], score="confidence")
+    with pytest.raises(ValueError, match="score must be"):
+        resolve_tau([str(tmp_path / "l")], None, 0.5, score="entropy")
