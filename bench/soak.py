@@ -45,7 +45,7 @@ from selfjudge.models import load_pair
 from selfjudge.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
-EAGLE_HEAD = ROOT / "bench" / "results" / "eagle-smollm2" / "head"
+EAGLE_HEAD = ROOT / "selfjudge" / "assets" / "drafters" / "smollm2-135m-eagle"
 STOPS = ["\n\n", ".", " is"]
 
 

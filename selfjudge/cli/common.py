@@ -78,7 +78,8 @@ def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest
     parser.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
                         help=f"{what} (default: the pair's draft model)")
     parser.add_argument("--eagle", dest=eagle_dest, default=None,
-                        help="EAGLE head folder (config.json + safetensors) for --drafter eagle")
+                        help="EAGLE head folder (config.json + safetensors) for --drafter eagle "
+                             "(default: the head shipped for the default pair)")
 
 
 def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:

@@ -11,8 +11,9 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: in
     """What to give :class:`~selfjudge.engine.SpeculativeEngine` as its draft.
 
     ``model``: the standalone ``draft`` model itself (the engine wraps it); ``eagle``: the
-    EAGLE head in ``eagle_dir`` (published layout) over ``target``, drafting from the head
-    folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model.
+    EAGLE head in ``eagle_dir`` (published layout; default: the head shipped for the default
+    pair, ``selfjudge/assets/drafters/smollm2-135m-eagle``) over ``target``, drafting from the
+    head folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model.
     """
     if name == "model":
         if draft is None:
@@ -23,8 +24,8 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: in
 
         return PromptLookupDrafter(int(target.config.vocab_size), max_ngram=max_ngram, min_ngram=min_ngram)
     if name == "eagle":
-        if eagle_dir is None:
-            raise ValueError("eagle_dir: the 'eagle' drafter needs a head folder (config.json + safetensors)")
+        if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)
+            from selfjudge.models.eagle import SHIPPED_EAGLE_DIR as eagle_dir
         from selfjudge.engine.eagle_drafter import EagleDrafter
         from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
 

@@ -32,6 +32,8 @@ EAGLE_FORMAT = "selfjudge-eagle/1"
 _WEIGHTS = "model.safetensors"
 #: optional: the sub-vocabulary the head was trained to draft from (``vocab_ids`` [Vd] int64)
 DRAFT_VOCAB_FILE = "draft_vocab.safetensors"
+#: the EAGLE head trained for the default pair (bench/results/eagle-smollm2/README.md)
+SHIPPED_EAGLE_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafters" / "smollm2-135m-eagle"
 
 
 class EagleHead(nn.Module):

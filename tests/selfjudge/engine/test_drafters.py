@@ -261,3 +261,26 @@ def test_teacher_forced_top1_is_each_drafters_first_proposal(target, trained_hea
             expect = None if (counts is not None and counts[0] == 0) or ids.shape[1] == 0 else int(ids[0, 0])
             assert z[i] == expect, (type(drafter).__name__, i)
         assert mismatches(z, response) == [i for i, (a, b) in enumerate(zip(z, response)) if a is not None and a != b]
+
+
+def test_shipped_eagle_head_is_the_default_eagle_dir(tiny):
+    """--drafter eagle without --eagle: the head shipped for the default pair, refused for another target."""
+    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.models.eagle import SHIPPED_EAGLE_DIR
+
+    assert (SHIPPED_EAGLE_DIR / "config.json").is_file() and (SHIPPED_EAGLE_DIR / "model.safetensors").is_file()
+    with pytest.raises(ValueError, match="hidden size"):
+        make_drafter("eagle", tiny.llama(0))
+
+
+@pytest.mark.default_pair
+def test_shipped_eagle_head_decodes_losslessly_on_the_default_pair():
+    from selfjudge.engine import SpeculativeEngine
+    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.models import load_pair
+
+    target, draft, tok = load_pair("smollm2-135m")
+    eng = SpeculativeEngine(target, make_drafter("eagle", target, draft), tok, num_draft_tokens=3)
+    ref = SpeculativeEngine(target, None, tok, policy="autoregressive")
+    p = tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True)
+    assert eng.generate([p], max_new_tokens=16)[0].token_ids == ref.generate([p], max_new_tokens=16)[0].token_ids
