@@ -228,7 +228,7 @@ def test_generate_refuses_a_verifier_made_for_another_target(tmp_path):
 def test_bench_refuses_a_block_measured_with_other_settings():
     from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
 
-    spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32)
+    spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
     old = {"max_new_tokens": 256, "prompt_ids": ["gsm8k/0", "gsm8k/1", "gsm8k/2"],
            "verifiers": {"SelfJudge": "/elsewhere/smollm2-135m-gsm8k-selfjudge.safetensors"}, "drafter": None}
     now = block_settings(spec, "gsm8k", {"SelfJudge": "/here/smollm2-135m-gsm8k-selfjudge.safetensors"},
@@ -256,6 +256,7 @@ def test_committed_bench_blocks_are_still_reusable():
     root = Path(__file__).resolve().parents[2] / "bench" / "results" / "wallclock" / "blocks"
     for path in sorted(root.glob("*.json")):
         block = json.loads(path.read_text())
-        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"])
+        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
+                          device="cpu")
         now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
         assert stale_settings(block, now) == [], path
