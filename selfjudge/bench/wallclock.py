@@ -39,6 +39,8 @@ from selfjudge.bench.report import BLOCKS, write_report
 DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128, "summarize": 96}
 SWEEP = ["q0.50", "q0.80", "q0.90", "q0.95", "q0.98", "q0.99"]
 JUDGE_FAMILIES = ("SelfJudge", "AutoJudge")
+#: open-ended tasks without a verifier of their own use the open-ended ShareGPT one (else GSM8K's)
+OPEN_ENDED_FALLBACK = {"summarize": "sharegpt"}
 
 _log = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
             continue
         path = override
         if path is None:
-            for t in (task, "gsm8k"):  # a task's own verifier, else the GSM8K one
+            for t in (task, OPEN_ENDED_FALLBACK.get(task, "gsm8k"), "gsm8k"):  # its own, else the nearest
                 try:
                     path = shipped_verifier_path(method, spec.pair, t)
                     break
