@@ -25,6 +25,7 @@ Per-cycle counters are recorded by :class:`~selfjudge.engine.stats.GenerationSta
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -136,6 +137,8 @@ class SpeculativeEngine:
     ):
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
                                   protected_token_ids=protected_token_ids)
+        # policies written before verify_kwargs took the run's temperature keep working
+        self._policy_kwargs = {"temperature"} & set(inspect.signature(self.policy.verify_kwargs).parameters)
         if int(num_draft_tokens) < 1 and self.policy.uses_draft:
             raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
         if self.policy.uses_draft and draft is None:
@@ -352,7 +355,8 @@ class SpeculativeEngine:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
         judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
-                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, temperature=run.temperature))
+                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden,
+                                              **({"temperature": run.temperature} if self._policy_kwargs else {})))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]
