@@ -84,7 +84,7 @@ def same_bench(a: Path, b: Path) -> bool:
 
 
 def jobs(work: Path) -> dict:
-    """name -> (argv with OUT for the output, comparator, setup needing another job's output)."""
+    """name -> (argv with OUT standing for the output folder, comparator of two outputs)."""
     labels = work / "label" / "ref"
     return {
         "label": (["label", "--task", "gsm8k", "--split", "train", "--limit", "6", "--tau-quantile", "0.5", "--batch-size", "1",

@@ -111,7 +111,7 @@ def native_verify(
         align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
                             all_greedy, any_greedy) & real
     if fly is not None:  # OR-ed with the judge: a relaxed acceptance
-        judge = judge | (_fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale, *fly) & ~align)
+        judge = judge | (_fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale, lse, *fly) & ~align)
 
     kept = (align | judge) & valid  # [B, K]
     num_acc = kept.to(torch.int64).cumprod(-1).sum(-1)  # [B]
@@ -165,8 +165,8 @@ def _position_stats(target_logits, inv_temperature, all_greedy: bool, any_greedy
     return torch.isfinite(lse), amax, lse  # NaN / +inf give NaN / inf, all -inf gives -inf
 
 
-def _fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale: bool, window: int, threshold: float,
-              top_k: int) -> torch.Tensor:
+def _fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale: bool, lse, window: int,
+              threshold: float, top_k: int) -> torch.Tensor:
     """FLy's deferred acceptance ``[B, K]`` (vLLM ``rejection_sample_method="fly"``): a draft the
     lossless rule rejects at position i is accepted iff the entropy ``-sum p log p`` over the
     ``top_k`` largest target probabilities there (after temperature, not renormalised) is
@@ -177,7 +177,8 @@ def _fly_test(target_logits, d, real, n, align, inv_temperature, unit_scale: boo
     x = target_logits[:, :K].float()  # [B, K, V]
     if not unit_scale:
         x = x * inv_temperature[:, None, None]
-    lse = torch.logsumexp(x, -1)  # [B, K]
+    # [B, K]: the statistics pass's log-sum-exp when it made one (sampling), else computed here (greedy)
+    lse = torch.logsumexp(x, -1) if lse is None else lse[:, :K]
     ok = torch.isfinite(lse)
     top = x.topk(min(top_k, x.shape[-1]), dim=-1).values  # [B, K, k]
     logp = top - lse[..., None]
