@@ -7,9 +7,12 @@
    (the target's greedy responses to val prompts, ``--text``): teacher-forced, the drafter's
    top-1 at each response position against the target's next token.
 2. Draft cost: one draft decode step against one target decode step (batch 1, ms, median).
-3. Standard greedy SD per drafter and K, batch 1, on GSM8K and ShareGPT evaluation prompts,
-   every configuration interleaved prompt by prompt with target-only decoding: tokens/s,
-   x target-only, m, per-position acceptance. Greedy output must equal target-only's.
+3. Standard greedy SD per drafter and K, per batch size (``--batch-sizes``), on the evaluation
+   prompts of ``--tasks`` (GSM8K, ShareGPT, summarisation), every configuration interleaved
+   batch by batch with target-only decoding: tokens/s, x target-only, m, per-position
+   acceptance, draft time per cycle. Greedy output must equal target-only's.
+4. ``best``: per task and batch size, the drafter and K with the highest tokens/s (the
+   default pair's draft slot is chosen from this, see ``selfjudge/assets/drafters/default.json``).
 """
 
 from __future__ import annotations
@@ -54,11 +57,65 @@ def step_ms(fn, repeats: int = 15) -> float:
     return 1000 * statistics.median(times)
 
 
+def run_block(task_name, prompts, B, drafters, args, target, tok) -> list[dict]:
+    """Target-only and every (drafter, K) on ``prompts`` in batches of ``B``, interleaved batch by batch."""
+    from selfjudge.engine import SpeculativeEngine, aggregate_stats
+
+    engines = {("target-only", 0): SpeculativeEngine(target, None, tok, policy="autoregressive")}
+    for name, d in drafters.items():
+        for K in args.ks:
+            engines[(name, K)] = SpeculativeEngine(target, d, tok, num_draft_tokens=K)
+    for e in engines.values():  # untimed warm-up
+        e.generate(prompts[:1], max_new_tokens=4)
+    acc = {key: {"tokens": 0, "wall": 0.0, "stats": [], "ids": []} for key in engines}
+    for i in range(0, len(prompts), B):  # interleaved: every configuration on batch i, then batch i+1
+        for key, e in engines.items():
+            t0 = time.perf_counter()
+            out = e.generate(prompts[i:i + B], max_new_tokens=args.max_new_tokens)
+            acc[key]["wall"] += time.perf_counter() - t0
+            for r in out:
+                acc[key]["tokens"] += len(r.token_ids)
+                acc[key]["stats"].append(r.stats)
+                acc[key]["ids"].append(r.token_ids)
+    base = acc[("target-only", 0)]
+    rows = []
+    for (name, K), a in acc.items():
+        st = aggregate_stats(a["stats"])
+        row = {"task": task_name, "batch": B, "prompts": len(prompts), "drafter": name, "K": K,
+               "tokens_per_s": a["tokens"] / a["wall"],
+               "x_target_only": (a["tokens"] / a["wall"]) / (base["tokens"] / base["wall"]),
+               "m": st.mean_accepted_length if K else 1.0, "acceptance_by_position": st.acceptance_by_position,
+               "draft_ms_per_cycle": 1000 * st.draft_seconds_per_cycle, "same_as_target_only": a["ids"] == base["ids"]}
+        rows.append(row)
+        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+    return rows
+
+
+def best_configurations(rows: list[dict]) -> list[dict]:
+    """Per (task, batch): the speculative row with the highest tokens/s, and the best K of each drafter."""
+    out = []
+    for task, B in sorted({(r["task"], r["batch"]) for r in rows}):
+        block = [r for r in rows if r["task"] == task and r["batch"] == B and r["K"] > 0]
+        per_drafter = {}
+        for r in block:
+            if r["drafter"] not in per_drafter or r["tokens_per_s"] > per_drafter[r["drafter"]]["tokens_per_s"]:
+                per_drafter[r["drafter"]] = r
+        best = max(block, key=lambda r: r["tokens_per_s"])
+        out.append({"task": task, "batch": B, "best_drafter": best["drafter"], "best_K": best["K"],
+                    "by_drafter": {d: {"K": r["K"], "x_target_only": r["x_target_only"], "m": r["m"]}
+                                   for d, r in per_drafter.items()}})
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eagle", default=None, help="EAGLE head folder (exported)")
     ap.add_argument("--text", default=None, help="held-out target-generated text (JSON lines: ids, start)")
-    ap.add_argument("--prompts", type=int, default=3, help="evaluation prompts per task (GSM8K, ShareGPT)")
+    ap.add_argument("--prompts", type=int, default=3, help="evaluation prompts per task")
+    ap.add_argument("--tasks", nargs="+", default=["gsm8k", "sharegpt"], help="tasks whose evaluation prompts to decode")
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="decode the prompts in batches of these sizes")
+    ap.add_argument("--drafters", nargs="+", default=["model", "prompt-lookup", "eagle"],
+                    help="which drafters to run (eagle needs --eagle)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
@@ -66,7 +123,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from selfjudge.engine import SpeculativeEngine
     from selfjudge.engine.drafters import make_drafter
     from selfjudge.models import load_pair
     from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
@@ -79,6 +135,7 @@ def main(argv=None) -> int:
     if args.eagle:
         head = load_eagle_head(args.eagle, target)
         drafters["eagle"] = make_drafter("eagle", target, eagle_dir=args.eagle)
+    drafters = {name: d for name, d in drafters.items() if name in args.drafters}
     if args.text:
         seqs = [(r["ids"], r["start"]) for r in map(json.loads, Path(args.text).read_text().splitlines())]
         result["agreement"] = {"model": model_agreement(target, draft, seqs)}
@@ -112,36 +169,14 @@ def main(argv=None) -> int:
     print(json.dumps(cost), flush=True)
 
     rows = []
-    for task_name in ("gsm8k", "sharegpt"):
+    for task_name in args.tasks:
         task = load_task(task_name)
         prompts = [task.build_prompt(tok, ex) for ex in task.examples("eval", limit=args.prompts)]
-        engines = {("target-only", 0): SpeculativeEngine(target, None, tok, policy="autoregressive")}
-        for name, d in drafters.items():
-            for K in args.ks:
-                engines[(name, K)] = SpeculativeEngine(target, d, tok, num_draft_tokens=K)
-        for e in engines.values():  # untimed warm-up
-            e.generate(prompts[:1], max_new_tokens=4)
-        acc = {key: {"tokens": 0, "wall": 0.0, "stats": [], "ids": []} for key in engines}
-        for p in prompts:  # interleaved: every configuration on prompt i, then prompt i+1
-            for key, e in engines.items():
-                t0 = time.perf_counter()
-                r = e.generate([p], max_new_tokens=args.max_new_tokens)[0]
-                acc[key]["wall"] += time.perf_counter() - t0
-                acc[key]["tokens"] += len(r.token_ids)
-                acc[key]["stats"].append(r.stats)
-                acc[key]["ids"].append(r.token_ids)
-        from selfjudge.engine import aggregate_stats
-
-        base = acc[("target-only", 0)]
-        for (name, K), a in acc.items():
-            st = aggregate_stats(a["stats"])
-            row = {"task": task_name, "drafter": name, "K": K, "tokens_per_s": a["tokens"] / a["wall"],
-                   "x_target_only": (a["tokens"] / a["wall"]) / (base["tokens"] / base["wall"]),
-                   "m": st.mean_accepted_length if K else 1.0, "acceptance_by_position": st.acceptance_by_position,
-                   "draft_ms_per_cycle": 1000 * st.draft_seconds_per_cycle, "same_as_target_only": a["ids"] == base["ids"]}
-            rows.append(row)
-            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        for B in args.batch_sizes:
+            rows += run_block(task_name, prompts, B, drafters, args, target, tok)
     result["engine"] = rows
+    result["best"] = best_configurations(rows)
+    print(json.dumps(result["best"]), flush=True)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))
