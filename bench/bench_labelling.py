@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         from selfjudge.models import load_pair
         from selfjudge.tasks import load_task
 
-        target, draft, tok = load_pair(args.target, args.draft)
+        target, draft, tok = load_pair(args.target, args.draft, drafter="model")
         task = load_task(args.task)
         exs = task.examples("train", limit=args.prompts)
         prompts = [tok(task.build_prompt(tok, e), add_special_tokens=False)["input_ids"] for e in exs]

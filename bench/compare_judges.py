@@ -296,7 +296,7 @@ def run_selfjudge(argv: list[str]) -> int:
         limit = max(pos[p] for p in aj_prompts) + 1
         if sorted(pos[p] for p in aj_prompts) != list(range(limit)):
             raise ValueError("autojudge: its prompts are not the first N of the split; cannot reproduce with --limit")
-    pair = load_pair(args.pair, args.draft)
+    pair = load_pair(args.pair, args.draft, drafter="model")
     counts = {"generate_tokens": 0, "score_tokens": 0}
     phase = {"name": "score_tokens"}
 

@@ -52,7 +52,7 @@ def check_engine(dry: bool = False) -> dict:
     if not dry:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    target, draft, tok = load_pair("smollm2-135m", device=device, dtype="float32")
+    target, draft, tok = load_pair("smollm2-135m", device=device, dtype="float32", drafter="model")
     prompts = [task.build_prompt(tok, ex) for ex in task.examples("eval", limit=n_prompts)]
     eos = eos_token_ids(target, tok)
     ref = [_cut_at_eos(ids, eos) for ids in _greedy_hf(target, tok, prompts, max_new)]
@@ -61,7 +61,7 @@ def check_engine(dry: bool = False) -> dict:
     res["fp32_greedy_equal_to_generate"] = [a == b for a, b in zip(got, ref)]
 
     dtype = "float32" if dry else "bfloat16"
-    target, draft, tok = load_pair("smollm2-135m", device=device, dtype=dtype)
+    target, draft, tok = load_pair("smollm2-135m", device=device, dtype=dtype, drafter="model")
     engines = {"target-only": SpeculativeEngine(target, None, tok, policy="autoregressive"),
                "standard K=4": SpeculativeEngine(target, draft, tok, num_draft_tokens=4, policy="standard")}
     for B in ((1,) if dry else (1, 8)):

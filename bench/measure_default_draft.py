@@ -74,7 +74,7 @@ def main() -> None:
 
     from selfjudge.models.pair import default_pair_dirs
 
-    target, draft, tok = load_pair("smollm2-135m")
+    target, draft, tok = load_pair("smollm2-135m", drafter="model")
     # the same draft with the full 49152-row head (what a plain HF load of its folder gives)
     draft_full = AutoModelForCausalLM.from_pretrained(default_pair_dirs()[1]).eval()
     res = {"threads": args.threads,

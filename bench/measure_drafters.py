@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
     from selfjudge.tasks import load_task
 
-    target, draft, tok = load_pair("smollm2-135m")
+    target, draft, tok = load_pair("smollm2-135m", drafter="model")
     result = {"command": "python bench/measure_drafters.py " + " ".join(argv or []), "threads": args.threads}
     drafters = {"model": draft, "prompt-lookup": make_drafter("prompt-lookup", target)}
     head = None

@@ -127,7 +127,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = random.Random(args.seed)
-    target, draft, tok = load_pair("smollm2-135m")
+    target, draft, tok = load_pair("smollm2-135m", drafter="model")
     pool = prompt_pool(tok)
     engines = build_engines(target, draft, tok, args.ks)
     keys = list(engines)

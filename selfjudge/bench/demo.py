@@ -69,7 +69,7 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
 
 def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: int = 128, k: int = 4,
-             threshold: str | float = "R", verifier_path: str | None = None, drafter: str = "model",
+             threshold: str | float = "R", verifier_path: str | None = None, drafter: str | None = None,
              eagle_dir: str | None = None, device: str = "auto", dtype: str = "auto") -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
     pieces of the completion with the most judge-only tokens). ``device`` / ``dtype``: see
@@ -85,7 +85,10 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     t_start = time.time()
     from selfjudge.engine.drafters import make_drafter
 
-    target, draft, tokenizer = load_pair(pair, device=device, dtype=dtype)
+    from selfjudge.models.pair import default_drafter
+
+    drafter = drafter or default_drafter(pair)
+    target, draft, tokenizer = load_pair(pair, device=device, dtype=dtype, drafter="model")
     draft = make_drafter(drafter, target, draft, eagle_dir=eagle_dir)
     engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer)
     task = load_task("gsm8k")

@@ -216,7 +216,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
 
     from selfjudge.engine.drafters import make_drafter
 
-    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype)
+    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype, drafter="model")
     drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir)
     hidden = int(target.config.hidden_size)
     from selfjudge.folders import lock_folder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, finite_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -39,7 +39,8 @@ def run(args) -> int:
     from selfjudge.tasks import load_task
 
     torch.set_num_threads(args.threads)
-    pair = load_pair(args.pair, args.draft, device=args.device, dtype=args.dtype)
+    args.drafter = drafter_name(args.drafter, args.pair, args.draft)
+    pair = load_pair(args.pair, args.draft, device=args.device, dtype=args.dtype, drafter="model")
     drafter = pair.draft
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selfjudge.cli.common import add_device_arguments, ArgumentParser, add_command, add_drafter_arguments, positive_int
+from selfjudge.cli.common import add_device_arguments, ArgumentParser, add_command, add_drafter_arguments, drafter_name, positive_int
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -58,6 +58,7 @@ def spec_from_args(args: argparse.Namespace):
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
         "threads", "out", "force", "estimate_only", "device", "dtype", "rules")}
+    fields["drafter"] = drafter_name(args.drafter, args.pair)
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:

@@ -75,11 +75,19 @@ def parse_threshold(text: str | None) -> str | float | None:
 
 def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest: str = "eagle") -> None:
     """``--drafter model|eagle|prompt-lookup`` and ``--eagle DIR``; ``what`` says what the drafter does here."""
-    parser.add_argument("--drafter", default="model", choices=["model", "eagle", "prompt-lookup"],
-                        help=f"{what} (default: the pair's draft model)")
+    parser.add_argument("--drafter", default=None, choices=["model", "eagle", "prompt-lookup"],
+                        help=f"{what} (default: the built-in pair's measured best drafter, "
+                             "selfjudge/assets/drafters/default.json; with --draft: the draft model)")
     parser.add_argument("--eagle", dest=eagle_dest, default=None,
                         help="EAGLE head folder (config.json + safetensors) for --drafter eagle "
                              "(default: the head shipped for the default pair)")
+
+
+def drafter_name(drafter: str | None, pair: str, draft: str | None = None) -> str:
+    """``--drafter`` as given, or the pair's default (:func:`selfjudge.models.pair.default_drafter`)."""
+    from selfjudge.models.pair import default_drafter
+
+    return drafter if drafter is not None else default_drafter(pair, draft)
 
 
 def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, parse_threshold, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, parse_threshold, positive_int
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 
@@ -39,7 +39,7 @@ def run(args) -> int:
     lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written
     report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
                       threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
-                      drafter=args.drafter, eagle_dir=args.eagle, device=args.device, dtype=args.dtype)
+                      drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device, dtype=args.dtype)
     report["command"] = args.command_line
     rows = report["rows"]
     print()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, parse_threshold, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, finite_float, parse_threshold, positive_int
 
 
 def register(subparsers) -> None:
@@ -38,13 +38,13 @@ def run(args) -> int:
 
     if args.policy == "judge" and args.verifier is None:
         raise ValueError("--verifier is required with --policy judge")
-    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype=args.dtype)
+    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype=args.dtype, drafter="model")
     verifier = None
     if args.policy == "judge":
         from selfjudge.judge import load_verifier
 
         verifier = load_verifier(args.verifier, expect_model=args.pair, expect_hidden_size=target.config.hidden_size)
-    drafter = make_drafter(args.drafter, target, draft, eagle_dir=args.eagle)
+    drafter = make_drafter(drafter_name(args.drafter, args.pair), target, draft, eagle_dir=args.eagle)
     engine = SpeculativeEngine(
         target, drafter, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
         threshold=parse_threshold(args.threshold), top_k=args.top_k,

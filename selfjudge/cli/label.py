@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, finite_float, positive_int
+from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, finite_float, positive_int
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -38,7 +38,8 @@ def run(args) -> int:
 
     from selfjudge.models import load_pair
 
-    pair, draft_id = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype), None
+    args.drafter = drafter_name(args.drafter, args.target, args.draft)
+    pair, draft_id = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype, drafter="model"), None
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter
 

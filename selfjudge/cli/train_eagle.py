@@ -48,7 +48,7 @@ def run(args) -> int:
 
     lock = lock_folder(args.out, args.command_line)  # one job per run folder, held to the end
     # training runs in float32 on any device (the head shares the target's embedding)
-    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype="float32")
+    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype="float32", drafter="model")
     train, heldout = self_generated_text(target, tokenizer, args.out, n_gsm8k=args.gsm8k if args.data == "self" else 0,
                                          n_sharegpt=args.sharegpt if args.data == "self" else 0,
                                          n_heldout=args.heldout, max_new_tokens=args.max_new_tokens)

@@ -31,7 +31,7 @@ import torch
 
 from selfjudge.engine.cache import RaggedCache
 
-__all__ = ["Drafter", "ModelDrafter", "TokenHead", "as_drafter", "vocab_size", "frequent_token_ids"]
+__all__ = ["Drafter", "ModelDrafter", "TokenHead", "vocab_size", "frequent_token_ids"]
 
 
 def vocab_size(model) -> int:
@@ -222,15 +222,6 @@ class ModelDrafter(Drafter):
         from selfjudge.models.generation import draft_top1
 
         return draft_top1(self.model, prompt_ids, response_ids)
-
-
-def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = None) -> Drafter:
-    """A :class:`Drafter` as it is, or a Hugging Face causal LM wrapped in a :class:`ModelDrafter`."""
-    if isinstance(draft, Drafter):
-        if draft_vocab is not None:
-            raise ValueError("draft_vocab applies to a draft model; give the drafter its own sub-vocabulary")
-        return draft
-    return ModelDrafter(draft, device, draft_vocab)
 
 
 def frequent_token_ids(tokenizer, texts, n: int, always=None) -> torch.Tensor:

@@ -1,10 +1,39 @@
-"""Drafters by name, for the command line and the benchmarks: ``model``, ``eagle``, ``prompt-lookup``."""
+"""What the engine drafts with: a pair's draft slot wrapped in a drafter (:func:`as_drafter`),
+and drafters by name for the command line and the benchmarks (``model``, ``eagle``,
+``prompt-lookup``)."""
 
 from __future__ import annotations
 
-__all__ = ["DRAFTER_NAMES", "make_drafter"]
+import torch
+
+from selfjudge.engine.drafter import Drafter, ModelDrafter
+from selfjudge.engine.eagle_drafter import EagleDrafter
+from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+from selfjudge.models.eagle import EagleHead
+from selfjudge.models.lookup import NgramLookup
+
+__all__ = ["DRAFTER_NAMES", "as_drafter", "make_drafter"]
 
 DRAFTER_NAMES = ("model", "eagle", "prompt-lookup")
+
+
+def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = None, target=None) -> Drafter:
+    """A :class:`Drafter` for what a pair's draft slot holds: a drafter as it is; an
+    :class:`~selfjudge.models.eagle.EagleHead` (needs ``target``) in an EAGLE drafter, with the
+    sub-vocabulary :func:`~selfjudge.models.eagle.load_eagle_draft` attached; an
+    :class:`~selfjudge.models.lookup.NgramLookup` in a prompt-lookup drafter; a Hugging Face
+    causal LM in a :class:`ModelDrafter`."""
+    if isinstance(draft, (Drafter, EagleHead, NgramLookup)) and draft_vocab is not None:
+        raise ValueError("draft_vocab applies to a draft model; give the drafter its own sub-vocabulary")
+    if isinstance(draft, Drafter):
+        return draft
+    if isinstance(draft, EagleHead):
+        if target is None:
+            raise ValueError("target: an EAGLE head drafts from the target's hidden states; pass the target")
+        return EagleDrafter(draft, target, draft_vocab=getattr(draft, "draft_vocab", None))
+    if isinstance(draft, NgramLookup):
+        return PromptLookupDrafter(draft.vocab_size, max_ngram=draft.max_ngram, min_ngram=draft.min_ngram)
+    return ModelDrafter(draft, device, draft_vocab)
 
 
 def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: int = 3, min_ngram: int = 1):
@@ -20,14 +49,11 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: in
             raise ValueError("drafter: 'model' needs a draft model")
         return draft
     if name == "prompt-lookup":
-        from selfjudge.engine.prompt_lookup import PromptLookupDrafter
-
         return PromptLookupDrafter(int(target.config.vocab_size), max_ngram=max_ngram, min_ngram=min_ngram)
     if name == "eagle":
         if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)
             from selfjudge.models.eagle import SHIPPED_EAGLE_DIR as eagle_dir
-        from selfjudge.engine.eagle_drafter import EagleDrafter
-        from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
+        from selfjudge.models.eagle import load_eagle_draft
 
-        return EagleDrafter(load_eagle_head(eagle_dir, target), target, draft_vocab=load_draft_vocab(eagle_dir))
+        return as_drafter(load_eagle_draft(eagle_dir, target), next(target.parameters()).device, target=target)
     raise ValueError(f"drafter must be one of {DRAFTER_NAMES}, got {name!r}")

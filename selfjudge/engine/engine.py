@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 import torch
 
 from selfjudge.engine.cache import RaggedCache
-from selfjudge.engine.drafter import as_drafter, choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
+from selfjudge.engine.drafter import choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
+from selfjudge.engine.drafters import as_drafter
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.state import Batch, Cycle, Run
 from selfjudge.engine.stats import GenerationStats
@@ -147,7 +148,7 @@ class SpeculativeEngine:
             raise ValueError("draft_vocab needs a draft model")
         self.target = target.eval()
         self.device = next(target.parameters()).device
-        self.drafter = as_drafter(draft, self.device, draft_vocab) if draft is not None else None
+        self.drafter = as_drafter(draft, self.device, draft_vocab, target) if draft is not None else None
         if self.drafter is not None and self.drafter.vocab_size != vocab_size(target):
             raise ValueError(f"draft vocabulary ({self.drafter.vocab_size}) must equal the target's ({vocab_size(target)})")
         self.draft = draft

@@ -135,7 +135,7 @@ def label(
     if pair is None:
         from selfjudge.models import load_pair
 
-        pair = load_pair(target, draft)
+        pair = load_pair(target, draft, drafter="model")
     tgt, drf, tok = pair[0], pair[1], pair[2]
     tgt.eval()
     if hasattr(drf, "eval"):  # a model (drafters are always in inference mode)

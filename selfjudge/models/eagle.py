@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-__all__ = ["EagleHead", "load_eagle_head", "save_eagle_head", "load_draft_vocab", "EAGLE_FORMAT", "DRAFT_VOCAB_FILE"]
+__all__ = ["EagleHead", "load_eagle_head", "load_eagle_draft", "save_eagle_head", "load_draft_vocab", "EAGLE_FORMAT", "DRAFT_VOCAB_FILE"]
 
 EAGLE_FORMAT = "selfjudge-eagle/1"
 _WEIGHTS = "model.safetensors"
@@ -178,3 +178,13 @@ def load_draft_vocab(folder: str | Path) -> torch.Tensor | None:
 
     path = Path(folder) / DRAFT_VOCAB_FILE
     return load_file(str(path))["vocab_ids"].long() if path.is_file() else None
+
+
+def load_eagle_draft(folder: str | Path, target) -> EagleHead:
+    """The head in ``folder`` for ``target`` with the sub-vocabulary it drafts from attached as
+    ``head.draft_vocab`` (``[Vd]`` on the target's device, or None): what a pair's draft slot
+    holds for ``drafter="eagle"`` (the engine wraps it in its EAGLE drafter)."""
+    head = load_eagle_head(folder, target)
+    vocab = load_draft_vocab(folder)
+    head.draft_vocab = None if vocab is None else vocab.to(next(target.parameters()).device)
+    return head

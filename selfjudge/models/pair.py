@@ -28,12 +28,28 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_PAIR = "smollm2-135m"
 ASSET_DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts" / "smollm2-135m-draft"
+#: which drafter the built-in pair drafts with, and the measurement that chose it
+DEFAULT_DRAFTER_FILE = Path(__file__).resolve().parent.parent / "assets" / "drafters" / "default.json"
+#: what a pair's draft slot can hold: a draft model, an EAGLE head, prompt lookup's settings
+DRAFTER_KINDS = ("model", "eagle", "prompt-lookup")
 
 
 class ModelPair(NamedTuple):
     target: Any  # transformers PreTrainedModel (causal LM), eval mode
-    draft: Any  # transformers PreTrainedModel (causal LM) over the same vocabulary, eval mode
+    draft: Any  # what drafts: a causal LM over the same vocabulary (eval mode), an EagleHead or an NgramLookup
     tokenizer: Any  # the shared tokenizer
+
+
+def default_drafter(name_or_target: str = DEFAULT_PAIR, draft: str | None = None) -> str:
+    """The drafter kind :func:`load_pair` uses when none is asked for: for the built-in pair
+    without another draft folder, the one measured best (``assets/drafters/default.json``,
+    written from ``bench/measure_drafters.py``); otherwise ``"model"`` (a draft folder)."""
+    if name_or_target != DEFAULT_PAIR or draft is not None:
+        return "model"
+    kind = json.loads(DEFAULT_DRAFTER_FILE.read_text())["drafter"]
+    if kind not in DRAFTER_KINDS:
+        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {kind!r}")
+    return kind
 
 
 class TokenizerMismatchError(ValueError):
@@ -122,14 +138,23 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
 
 
-def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dtype | str = torch.float32,
-              device: torch.device | str = "cpu") -> ModelPair:
-    """Load a target/draft pair sharing one tokenizer, in ``dtype`` on ``device``.
+def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | None = None,
+              dtype: torch.dtype | str = torch.float32, device: torch.device | str = "cpu") -> ModelPair:
+    """Load a target and what drafts for it, sharing one tokenizer, in ``dtype`` on ``device``.
 
     ``device``: "cpu" (default), "cuda", "cuda:N" or "auto" (a GPU if one is visible);
     ``dtype``: a torch dtype or its name ("float32", "bfloat16", "float16", "auto" =
     bfloat16 on CUDA, float32 on the CPU). Every cache, mask and op of the engine then
     lives on the target's device (:func:`selfjudge.devices.resolve_device`).
+
+    ``drafter`` says what fills the draft slot (the engine takes each of them as its draft):
+
+    * ``"model"``: a standalone draft model (``load_pair("smollm2-135m")``'s shipped
+      2-layer draft, or the folder ``draft``);
+    * ``"eagle"``: an EAGLE head over the target's hidden states (the folder ``draft``, or
+      the head shipped for the built-in pair), an :class:`~selfjudge.models.eagle.EagleHead`;
+    * ``"prompt-lookup"``: no model, an :class:`~selfjudge.models.lookup.NgramLookup`;
+    * None: :func:`default_drafter` (the built-in pair's measured best; a folder: "model").
 
     ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
     use, cached under ``$SELFJUDGE_CACHE`` or ``~/.cache/selfjudge``).
@@ -141,14 +166,34 @@ def load_pair(name_or_target: str, draft: str | None = None, *, dtype: torch.dty
 
     from selfjudge.devices import resolve_device, resolve_dtype
 
+    if drafter is None:
+        drafter = default_drafter(name_or_target, draft)
+    if drafter not in DRAFTER_KINDS:
+        raise ValueError(f"drafter must be one of {DRAFTER_KINDS} or None, got {drafter!r}")
+    if drafter == "prompt-lookup" and draft is not None:
+        raise ValueError(f"draft: prompt lookup drafts without a model, got a draft folder {draft!r}")
     device = resolve_device(device)
     dtype = resolve_dtype(dtype, device)
+    builtin = name_or_target == DEFAULT_PAIR
+    if draft is None and not builtin and drafter == "model":
+        raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
+                         "or pass a target folder and a draft folder")
+    if drafter != "model":
+        target_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target
+        tokenizer = AutoTokenizer.from_pretrained(target_dir)
+        target_model = load_causal_lm(target_dir, dtype).to(device)
+        if drafter == "prompt-lookup":
+            from .lookup import NgramLookup
+
+            return ModelPair(target_model, NgramLookup(int(target_model.config.vocab_size)), tokenizer)
+        from .eagle import SHIPPED_EAGLE_DIR, load_eagle_draft
+
+        if draft is None and not builtin:
+            raise ValueError("draft: give the EAGLE head folder for a target other than the built-in pair's")
+        return ModelPair(target_model, load_eagle_draft(draft or SHIPPED_EAGLE_DIR, target_model), tokenizer)
     if draft is None:
-        if name_or_target != DEFAULT_PAIR:
-            raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
-                             "or pass a target folder and a draft folder")
         target_dir, draft_dir = default_pair_dirs()
-    elif name_or_target == DEFAULT_PAIR:  # the built-in target with another draft
+    elif builtin:  # the built-in target with another draft
         target_dir, draft_dir = ensure_smollm2_target(verbose=False), draft
     else:
         target_dir, draft_dir = name_or_target, draft

@@ -279,7 +279,7 @@ def test_shipped_eagle_head_decodes_losslessly_on_the_default_pair():
     from selfjudge.engine.drafters import make_drafter
     from selfjudge.models import load_pair
 
-    target, draft, tok = load_pair("smollm2-135m")
+    target, draft, tok = load_pair("smollm2-135m", drafter="model")
     eng = SpeculativeEngine(target, make_drafter("eagle", target, draft), tok, num_draft_tokens=3)
     ref = SpeculativeEngine(target, None, tok, policy="autoregressive")
     p = tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True)

@@ -19,7 +19,7 @@ def pair():
     # one thread: on a shared 2-core machine two threads spin against other processes
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield load_pair("smollm2-135m")
+    yield load_pair("smollm2-135m", drafter="model")
     torch.set_num_threads(threads)
 
 

@@ -19,7 +19,7 @@ AGREEMENT_FLOOR = 0.20
 def pair():
     from selfjudge.models import load_pair
 
-    return load_pair("smollm2-135m")
+    return load_pair("smollm2-135m", drafter="model")
 
 
 def test_pair_shapes_and_shared_embeddings(pair):
