@@ -116,6 +116,9 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1], help="decode the prompts in batches of these sizes")
     ap.add_argument("--drafters", nargs="+", default=["model", "prompt-lookup", "eagle"],
                     help="which drafters to run (eagle needs --eagle)")
+    ap.add_argument("--lookup-min-ngrams", type=int, nargs="+", default=[1],
+                    help="prompt lookup's shortest n-gram (max 3); more than one value runs one drafter each, "
+                         "named prompt-lookup-minN")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
@@ -130,12 +133,15 @@ def main(argv=None) -> int:
 
     target, draft, tok = load_pair("smollm2-135m", drafter="model")
     result = {"command": "python bench/measure_drafters.py " + " ".join(argv or []), "threads": args.threads}
-    drafters = {"model": draft, "prompt-lookup": make_drafter("prompt-lookup", target)}
+    drafters = {"model": draft}
+    for n in args.lookup_min_ngrams:
+        name = "prompt-lookup" if len(args.lookup_min_ngrams) == 1 else f"prompt-lookup-min{n}"
+        drafters[name] = make_drafter("prompt-lookup", target, min_ngram=n)
     head = None
     if args.eagle:
         head = load_eagle_head(args.eagle, target)
         drafters["eagle"] = make_drafter("eagle", target, eagle_dir=args.eagle)
-    drafters = {name: d for name, d in drafters.items() if name in args.drafters}
+    drafters = {name: d for name, d in drafters.items() if name.startswith(tuple(args.drafters))}
     if args.text:
         seqs = [(r["ids"], r["start"]) for r in map(json.loads, Path(args.text).read_text().splitlines())]
         result["agreement"] = {"model": model_agreement(target, draft, seqs)}
