@@ -26,12 +26,12 @@ S=$([ "$DRAFTER" = model ] && echo "" || echo "-$DRAFTER")
 
 # 1. labels (the same GSM8K prompts for both methods; y written at batch 1 for SelfJudge so that it is
 #    token for token the response AutoJudge starts from)
+selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
+    --score "$SJ_SCORE_SHAREGPT" --out "$R/sj-sharegpt$S"
 selfjudge label --task gsm8k --split train --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
     --tau 0 --drafter "$DRAFTER" --score "$SJ_SCORE_GSM8K" --out "$R/sj-gsm8k$S"
 selfjudge autojudge-label --task gsm8k --split train --limit "$N_GSM8K" --label-fraction 0.05 \
     --max-labels-per-prompt 6 --max-new-tokens 320 --threads 1 --batch-size 8 --drafter "$DRAFTER" --out "$R/aj-gsm8k$S"
-selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
-    --score "$SJ_SCORE_SHAREGPT" --out "$R/sj-sharegpt$S"
 
 # 2. verifiers (grouped-by-prompt validation split, C by validation ROC-AUC, thresholds F / R / quantiles)
 selfjudge train --labels "$R/sj-gsm8k$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 \
