@@ -107,6 +107,30 @@ def best_configurations(rows: list[dict]) -> list[dict]:
     return out
 
 
+def default_record(rows: list[dict], command: str) -> dict:
+    """The built-in pair's default drafter: at batch 1, the drafter and K with the highest mean
+    speed-up over target-only across the tasks measured (ties: higher mean m)."""
+    b1 = [r for r in rows if r["batch"] == 1 and r["K"] > 0]
+    if not b1:
+        raise ValueError("rows: no batch-1 speculative rows to choose a default drafter from")
+    tasks = sorted({r["task"] for r in b1})
+    scores = {}
+    for d, K in {(r["drafter"], r["K"]) for r in b1}:
+        cell = {r["task"]: r for r in b1 if r["drafter"] == d and r["K"] == K}
+        if set(cell) == set(tasks):
+            scores[(d, K)] = (sum(c["x_target_only"] for c in cell.values()) / len(tasks),
+                              sum(c["m"] for c in cell.values()) / len(tasks), cell)
+    (drafter, K), (speedup, m, cell) = max(scores.items(), key=lambda kv: kv[1][:2])
+    if drafter.startswith("prompt-lookup-min"):
+        drafter = "prompt-lookup"
+    return {"pair": "smollm2-135m", "drafter": drafter, "num_draft_tokens": K,
+            "chosen_by": "highest mean tokens/s over target-only at batch 1 across the tasks, greedy standard SD",
+            "mean_x_target_only": speedup, "mean_m": m,
+            "per_task": {t: {"x_target_only": c["x_target_only"], "m": c["m"]} for t, c in sorted(cell.items())},
+            "others": {f"{d}@K{k}": round(v[0], 3) for (d, k), v in sorted(scores.items())},
+            "command": command}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eagle", default=None, help="EAGLE head folder (exported)")
@@ -123,6 +147,8 @@ def main(argv=None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--write-default", default=None, metavar="JSON",
+                    help="also write the default-drafter record (selfjudge/assets/drafters/default.json) from batch 1")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
@@ -183,6 +209,8 @@ def main(argv=None) -> int:
     result["engine"] = rows
     result["best"] = best_configurations(rows)
     print(json.dumps(result["best"]), flush=True)
+    if args.write_default:
+        Path(args.write_default).write_text(json.dumps(default_record(rows, result["command"]), indent=1) + "\n")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -1,0 +1,37 @@
+"""bench/measure_drafters.py's choice of the default drafter and per-block best, on synthetic rows."""
+
+import importlib.util
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("measure_drafters", ROOT / "bench" / "measure_drafters.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def row(task, drafter, K, x, m, batch=1):
+    return {"task": task, "batch": batch, "drafter": drafter, "K": K, "x_target_only": x, "m": m,
+            "tokens_per_s": 10 * x}
+
+
+def test_default_is_the_best_mean_speedup_over_every_task():
+    mod = load_script()
+    rows = [row("gsm8k", "model", 3, 0.7, 1.3), row("sharegpt", "model", 3, 0.6, 1.2),
+            row("gsm8k", "prompt-lookup", 3, 1.2, 1.5), row("sharegpt", "prompt-lookup", 3, 0.9, 1.4),
+            row("gsm8k", "prompt-lookup", 4, 1.1, 1.6), row("sharegpt", "prompt-lookup", 4, 1.3, 1.9),
+            row("gsm8k", "eagle", 3, 1.9, 1.5),  # best on one task, but not measured on the other: not eligible
+            row("gsm8k", "model", 3, 5.0, 3.0, batch=8), row("sharegpt", "model", 3, 5.0, 3.0, batch=8)]
+    rec = mod.default_record(rows, "cmd")
+    assert (rec["drafter"], rec["num_draft_tokens"]) == ("prompt-lookup", 4)
+    assert rec["mean_x_target_only"] == pytest.approx(1.2) and rec["per_task"]["sharegpt"]["m"] == 1.9
+    assert rec["others"]["model@K3"] == pytest.approx(0.65) and "eagle@K3" not in rec["others"]
+    best = {(b["task"], b["batch"]): b for b in mod.best_configurations(rows)}
+    assert best[("gsm8k", 1)]["best_drafter"] == "eagle" and best[("sharegpt", 1)]["best_K"] == 4
+    with pytest.raises(ValueError, match="batch-1"):
+        mod.default_record([r for r in rows if r["batch"] == 8], "cmd")
