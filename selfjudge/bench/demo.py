@@ -19,13 +19,17 @@ from pathlib import Path
 _log = logging.getLogger(__name__)
 
 
-def _engines(pair: str, k: int, threshold, verifier_path: str | None, target, draft, tokenizer):
-    """The three engines of the demo (``draft``: a draft model or a drafter)."""
+def _engines(pair: str, k: int, threshold, verifier_path: str | None, target, draft, tokenizer,
+             drafter: str = "model"):
+    """The three engines of the demo (``draft``: a draft model or a drafter; ``drafter``: its kind,
+    which picks the shipped verifier trained on that drafter's mismatches)."""
     from selfjudge.engine import SpeculativeEngine
     from selfjudge.judge import load_verifier
-    from selfjudge.judge.verifier import shipped_verifier_path
+    from selfjudge.judge.verifier import shipped_verifier_for
 
-    path = verifier_path or shipped_verifier_path("selfjudge", pair, "gsm8k")
+    path = verifier_path or shipped_verifier_for("selfjudge", pair, ("gsm8k",), drafter)
+    if path is None:
+        raise ValueError(f"pair: no shipped SelfJudge verifier for {pair!r}; pass verifier_path")
     verifier = load_verifier(path, expect_model=pair, expect_hidden_size=target.config.hidden_size)
     common = dict(num_draft_tokens=k)
     return {
@@ -90,7 +94,7 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     drafter = drafter or default_drafter(pair)
     target, draft, tokenizer = load_pair(pair, device=device, dtype=dtype, drafter="model")
     draft = make_drafter(drafter, target, draft, eagle_dir=eagle_dir)
-    engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer)
+    engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer, drafter)
     task = load_task("gsm8k")
     examples = task.examples("eval", limit=prompts)
     texts = [task.build_prompt(tokenizer, ex) for ex in examples]

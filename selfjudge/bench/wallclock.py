@@ -124,7 +124,7 @@ def environment() -> dict:
 def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, dict]:
     """{family: Verifier} for one task, and {family: path}; a missing verifier is left out."""
     from selfjudge.judge import load_verifier
-    from selfjudge.judge.verifier import shipped_verifier_path
+    from selfjudge.judge.verifier import shipped_verifier_for
 
     judges, paths = {}, {}
     for family, method, override in (("SelfJudge", "selfjudge", spec.selfjudge_verifier),
@@ -132,13 +132,9 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
         if family not in spec.judges:
             continue
         path = override
-        if path is None:
-            for t in (task, OPEN_ENDED_FALLBACK.get(task, "gsm8k"), "gsm8k"):  # its own, else the nearest
-                try:
-                    path = shipped_verifier_path(method, spec.pair, t)
-                    break
-                except ValueError:
-                    continue
+        if path is None:  # its own task's, else the nearest; labels of this drafter, else the draft model's
+            path = shipped_verifier_for(method, spec.pair, (task, OPEN_ENDED_FALLBACK.get(task, "gsm8k"), "gsm8k"),
+                                        spec.drafter)
         if path is None:
             _log.warning(f"[wallclock] no {family} verifier for {task}: its configurations are skipped")
             continue

@@ -91,16 +91,34 @@ class Verifier:
         save_verifier(self, path)
 
 
-def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m", task: str = "gsm8k") -> str:
-    """Path of a verifier shipped in ``selfjudge/assets/verifiers/`` (``<pair>-<task>-<method>.safetensors``)."""
+def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m", task: str = "gsm8k",
+                          drafter: str = "model") -> str:
+    """Path of a verifier shipped in ``selfjudge/assets/verifiers/``: ``<pair>-<task>-<method>.safetensors``
+    for labels mined from the draft model's mismatches, ``<pair>-<task>-<method>-<drafter>.safetensors``
+    for another drafter's (``"prompt-lookup"``, ``"eagle"``). Raises ``ValueError`` when none is shipped."""
     if method not in ("selfjudge", "autojudge"):
         raise ValueError(f"method must be 'selfjudge' or 'autojudge', got {method!r}")
     from importlib.resources import files
 
-    path = files("selfjudge") / "assets" / "verifiers" / f"{pair}-{task}-{method}.safetensors"
+    suffix = "" if drafter == "model" else f"-{drafter}"
+    path = files("selfjudge") / "assets" / "verifiers" / f"{pair}-{task}-{method}{suffix}.safetensors"
     if not path.is_file():
-        raise ValueError(f"no shipped verifier for method={method!r}, pair={pair!r}, task={task!r} ({path})")
+        raise ValueError(f"no shipped verifier for method={method!r}, pair={pair!r}, task={task!r}, "
+                         f"drafter={drafter!r} ({path})")
     return str(path)
+
+
+def shipped_verifier_for(method: str, pair: str, tasks, drafter: str = "model") -> str | None:
+    """The first shipped verifier for ``drafter`` over ``tasks`` (in order), else the first for the
+    draft model's labels (a verifier reads the target's states, so it transfers, less well, to
+    another drafter's mismatches); None when neither exists."""
+    for d in dict.fromkeys((drafter, "model")):
+        for t in tasks:
+            try:
+                return shipped_verifier_path(method, pair, t, d)
+            except ValueError:
+                continue
+    return None
 
 
 def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:

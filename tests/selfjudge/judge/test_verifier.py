@@ -113,3 +113,25 @@ def test_missing_file_is_an_os_error_naming_path(tmp_path):
 def test_nan_threshold_refused_at_construction():
     with pytest.raises(ValueError, match="NaN"):
         Verifier(weight=torch.zeros(4), bias=0.0, thresholds={"F": float("nan")})
+
+
+def test_shipped_verifiers_are_keyed_by_drafter():
+    """Verifiers mined from the draft model's mismatches keep the plain name; another drafter's
+    carry its name; a drafter without its own falls back to the draft model's."""
+    from pathlib import Path
+
+    from selfjudge.judge.verifier import shipped_verifier_for, shipped_verifier_path
+
+    model = shipped_verifier_path("selfjudge", "smollm2-135m", "gsm8k")
+    assert Path(model).name == "smollm2-135m-gsm8k-selfjudge.safetensors"
+    with pytest.raises(ValueError, match="drafter='no-such-drafter'"):
+        shipped_verifier_path("selfjudge", "smollm2-135m", "gsm8k", "no-such-drafter")
+    assert shipped_verifier_for("selfjudge", "smollm2-135m", ("gsm8k",), "no-such-drafter") == model
+    # the first task with a verifier wins (summarize has none: ShareGPT's is next)
+    assert Path(shipped_verifier_for("selfjudge", "smollm2-135m", ("summarize", "sharegpt"))).name == \
+        "smollm2-135m-sharegpt-selfjudge.safetensors"
+    assert shipped_verifier_for("autojudge", "smollm2-135m", ("sharegpt",)) is None
+    folder = Path(model).parent
+    for path in folder.glob("*-prompt-lookup.safetensors"):  # a drafter's own verifier is preferred
+        task, method = path.name[len("smollm2-135m-"):].split("-")[:2]
+        assert shipped_verifier_for(method, "smollm2-135m", (task,), "prompt-lookup") == str(path)
