@@ -5,11 +5,12 @@
 #   bash bench/make_verifiers.sh            # labels -> verifiers -> comparison
 #   DRAFTER=prompt-lookup SJ_SCORE_SHAREGPT=confidence OUT=runs/verifiers-pl bash bench/make_verifiers.sh
 # DRAFTER: whose teacher-forced proposals define the mismatches (model | eagle | prompt-lookup; the
-# shipped verifiers: model). SJ_SCORE_*: the SelfJudge label score each verifier trains from
-# (likelihood = SPEC's suffix log-likelihood, shipped; confidence = the released code's top-1
-# confidence drop, bench/results/label-scores). Label folders get the drafter in their name so
+# shipped verifiers: model and prompt-lookup). SJ_SCORE_*: the SelfJudge label score each verifier
+# trains from (likelihood = SPEC's suffix log-likelihood; confidence = the released code's top-1
+# confidence drop, bench/results/label-scores); label rows store both, so the labels are the same. Label folders get the drafter in their name so
 # runs with different drafters never share a folder; OUT (default: the shipped folder) takes the
-# verifiers.
+# verifiers. The verifiers of another drafter than the draft model are named
+# <pair>-<task>-<method>-<drafter>.safetensors (selfjudge.judge.verifier.shipped_verifier_path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
@@ -27,19 +28,19 @@ S=$([ "$DRAFTER" = model ] && echo "" || echo "-$DRAFTER")
 # 1. labels (the same GSM8K prompts for both methods; y written at batch 1 for SelfJudge so that it is
 #    token for token the response AutoJudge starts from)
 selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
-    --score "$SJ_SCORE_SHAREGPT" --out "$R/sj-sharegpt$S"
+    --out "$R/sj-sharegpt$S"
 selfjudge label --task gsm8k --split train --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
-    --tau 0 --drafter "$DRAFTER" --score "$SJ_SCORE_GSM8K" --out "$R/sj-gsm8k$S"
+    --tau 0 --drafter "$DRAFTER" --out "$R/sj-gsm8k$S"
 selfjudge autojudge-label --task gsm8k --split train --limit "$N_GSM8K" --label-fraction 0.05 \
     --max-labels-per-prompt 6 --max-new-tokens 320 --threads 1 --batch-size 8 --drafter "$DRAFTER" --out "$R/aj-gsm8k$S"
 
 # 2. verifiers (grouped-by-prompt validation split, C by validation ROC-AUC, thresholds F / R / quantiles)
 selfjudge train --labels "$R/sj-gsm8k$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 \
-    --out "$V/smollm2-135m-gsm8k-selfjudge.safetensors" --report "$R/train-sj-gsm8k$S.json"
+    --out "$V/smollm2-135m-gsm8k-selfjudge$S.safetensors" --report "$R/train-sj-gsm8k$S.json"
 selfjudge train --labels "$R/aj-gsm8k$S" --val-fraction 0.3 \
-    --out "$V/smollm2-135m-gsm8k-autojudge.safetensors" --report "$R/train-aj-gsm8k$S.json"
+    --out "$V/smollm2-135m-gsm8k-autojudge$S.safetensors" --report "$R/train-aj-gsm8k$S.json"
 selfjudge train --labels "$R/sj-sharegpt$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 \
-    --out "$V/smollm2-135m-sharegpt-selfjudge.safetensors" --report "$R/train-sj-sharegpt$S.json"
+    --out "$V/smollm2-135m-sharegpt-selfjudge$S.safetensors" --report "$R/train-sj-sharegpt$S.json"
 
 # 3. comparison: cost per label, label agreement on shared mismatches, cross ROC-AUC
 python bench/compare_judges.py --selfjudge "$R/sj-gsm8k$S" --autojudge "$R/aj-gsm8k$S" \
