@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -158,7 +160,8 @@ def main(argv=None) -> int:
     from selfjudge.tasks import load_task
 
     target, draft, tok = load_pair("smollm2-135m", drafter="model")
-    result = {"command": "python bench/measure_drafters.py " + " ".join(argv or []), "threads": args.threads}
+    words = sys.argv[1:] if argv is None else argv
+    result = {"command": "python bench/measure_drafters.py " + shlex.join(words), "threads": args.threads}
     drafters = {"model": draft}
     for n in args.lookup_min_ngrams:
         name = "prompt-lookup" if len(args.lookup_min_ngrams) == 1 else f"prompt-lookup-min{n}"
