@@ -15,7 +15,8 @@ def register(subparsers) -> None:
     p.add_argument("--pair", default="smollm2-135m")
     p.add_argument("--prompts", type=positive_int, default=4, help="GSM8K evaluation prompts")
     p.add_argument("--max-new-tokens", type=positive_int, default=128)
-    p.add_argument("-k", type=positive_int, default=4, help="draft tokens per cycle")
+    p.add_argument("-k", type=positive_int, default=None,
+                   help="draft tokens per cycle (default: the K measured best for the default drafter, else 4)")
     p.add_argument("--threshold", default="R",
                    help="verifier threshold: name (R = reject 90 %% of harmful swaps, F, ...) or logit value")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
@@ -37,7 +38,10 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written
-    report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
+    from selfjudge.models.pair import default_num_draft_tokens
+
+    k = args.k if args.k is not None else default_num_draft_tokens(args.pair, args.drafter)
+    report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=k,
                       threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
                       drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device, dtype=args.dtype)
     report["command"] = args.command_line

@@ -138,6 +138,15 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
 
 
+def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | None = None) -> int:
+    """K for the built-in pair's default drafter (the sweep's best, ``assets/drafters/default.json``);
+    4 for anything else."""
+    if name_or_target != DEFAULT_PAIR:
+        return 4
+    record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
+    return int(record.get("num_draft_tokens", 4)) if drafter in (None, record["drafter"]) else 4
+
+
 def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | None = None,
               dtype: torch.dtype | str = torch.float32, device: torch.device | str = "cpu") -> ModelPair:
     """Load a target and what drafts for it, sharing one tokenizer, in ``dtype`` on ``device``.

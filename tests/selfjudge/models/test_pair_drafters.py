@@ -95,6 +95,11 @@ def test_default_drafter_is_the_recorded_measurement():
     assert default_drafter() == record["drafter"]
     assert default_drafter("smollm2-135m", "some/draft") == "model"
     assert default_drafter("path/to/target") == "model"
+    from selfjudge.models.pair import default_num_draft_tokens
+
+    assert default_num_draft_tokens() == record["num_draft_tokens"] >= 1  # the sweep's K, for the default drafter
+    other = next(k for k in DRAFTER_KINDS if k != record["drafter"])
+    assert default_num_draft_tokens("smollm2-135m", other) == 4 and default_num_draft_tokens("path/to/target") == 4
 
 
 @pytest.mark.default_pair
