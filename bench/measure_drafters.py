@@ -40,6 +40,22 @@ def model_agreement(target, draft, seqs) -> dict:
     return {"agreement": agree / max(n, 1), "tokens": n}
 
 
+def lookup_agreement(vocab_size: int, seqs, min_ngram: int = 1) -> dict:
+    """Prompt lookup's teacher-forced first proposal against the target's next token; a position
+    where it proposes nothing counts as a miss (``agreement``), ``precision`` is over proposals."""
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+
+    drafter = PromptLookupDrafter(vocab_size, min_ngram=min_ngram)
+    agree = proposed = n = 0
+    for ids, start in seqs:
+        for z, t in zip(drafter.teacher_forced_top1(ids[:start], ids[start:]), ids[start:]):
+            n += 1
+            proposed += z is not None
+            agree += z == t
+    return {"agreement": agree / max(n, 1), "precision": agree / max(proposed, 1), "proposes": proposed / max(n, 1),
+            "tokens": n}
+
+
 @torch.no_grad()
 def eagle_agreement(target, head, seqs, vocab_ids) -> dict:
     from selfjudge.models.eagle_train import evaluate, target_features
@@ -149,6 +165,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--agreement-only", action="store_true", help="measure agreement on --text and stop")
     ap.add_argument("--write-default", default=None, metavar="JSON",
                     help="also write the default-drafter record (selfjudge/assets/drafters/default.json) from batch 1")
     args = ap.parse_args(argv)
@@ -176,7 +193,14 @@ def main(argv=None) -> int:
         result["agreement"] = {"model": model_agreement(target, draft, seqs)}
         if head is not None:
             result["agreement"]["eagle"] = eagle_agreement(target, head, seqs, load_draft_vocab(args.eagle))
+        for n in args.lookup_min_ngrams:
+            name = "prompt-lookup" if len(args.lookup_min_ngrams) == 1 else f"prompt-lookup-min{n}"
+            result["agreement"][name] = lookup_agreement(int(target.config.vocab_size), seqs, n)
         print(json.dumps(result["agreement"]), flush=True)
+        if args.agreement_only:
+            if args.out:
+                Path(args.out).write_text(json.dumps(result, indent=1))
+            return 0
 
     # one decode step: target and drafters at batch 1 after a 64-token context
     ctx = torch.randint(100, 5000, (1, 64))
