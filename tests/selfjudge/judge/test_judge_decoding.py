@@ -29,15 +29,17 @@ def test_verifier_file_drives_judge_policy(tmp_path, tiny):
     assert allj.stats.mean_accepted_length > std.stats.mean_accepted_length
 
 
-SHIPPED = [("selfjudge", "gsm8k"), ("autojudge", "gsm8k"), ("selfjudge", "sharegpt")]
+SHIPPED = [("selfjudge", "gsm8k", "model"), ("autojudge", "gsm8k", "model"), ("selfjudge", "sharegpt", "model"),
+           ("selfjudge", "gsm8k", "prompt-lookup"), ("selfjudge", "sharegpt", "prompt-lookup")]
 
 
-@pytest.mark.parametrize("method,task", SHIPPED)
-def test_shipped_verifiers_load_for_the_default_pair(method, task):
-    v = load_verifier(shipped_verifier_path(method, "smollm2-135m", task), expect_model="smollm2-135m",
+@pytest.mark.parametrize("method,task,drafter", SHIPPED)
+def test_shipped_verifiers_load_for_the_default_pair(method, task, drafter):
+    v = load_verifier(shipped_verifier_path(method, "smollm2-135m", task, drafter), expect_model="smollm2-135m",
                       expect_hidden_size=576)
     m = v.metadata
-    assert m["method"] == method and m["task"] == task and m["draft"] == "smollm2-135m:draft"
+    assert m["method"] == method and m["task"] == task
+    assert m["draft"] == "smollm2-135m:" + ("draft" if drafter == "model" else drafter)  # labels of that drafter
     assert m["command"].startswith("selfjudge train") and m["training_set"]["n"] > 0
     assert m["labels_command"].startswith("selfjudge " + ("label" if method == "selfjudge" else "autojudge-label"))
     assert {"F", "R", "q0.50", "q0.99"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())
@@ -47,4 +49,4 @@ def test_shipped_verifiers_load_for_the_default_pair(method, task):
     assert torch.isfinite(v.weight).all()
     # a different model's verifier is refused
     with pytest.raises(ValueError):
-        load_verifier(shipped_verifier_path(method, "smollm2-135m", task), expect_hidden_size=577)
+        load_verifier(shipped_verifier_path(method, "smollm2-135m", task, drafter), expect_hidden_size=577)
