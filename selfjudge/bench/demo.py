@@ -87,13 +87,12 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
     if prompts < 1:
         raise ValueError(f"prompts must be >= 1, got {prompts}")
     t_start = time.time()
-    from selfjudge.engine.drafters import make_drafter
-
     from selfjudge.models.pair import default_drafter
 
     drafter = drafter or default_drafter(pair)
-    target, draft, tokenizer = load_pair(pair, device=device, dtype=dtype, drafter="model")
-    draft = make_drafter(drafter, target, draft, eagle_dir=eagle_dir)
+    # the pair's draft slot holds what drafts (no draft model is assembled for prompt lookup or a head)
+    target, draft, tokenizer = load_pair(pair, eagle_dir if drafter == "eagle" else None, device=device, dtype=dtype,
+                                         drafter=drafter)
     engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer, drafter)
     task = load_task("gsm8k")
     examples = task.examples("eval", limit=prompts)

@@ -33,20 +33,20 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from selfjudge.engine import SpeculativeEngine
-    from selfjudge.engine.drafters import make_drafter
     from selfjudge.models import load_pair
 
     if args.policy == "judge" and args.verifier is None:
         raise ValueError("--verifier is required with --policy judge")
-    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype=args.dtype, drafter="model")
+    name = drafter_name(args.drafter, args.pair)
+    target, draft, tokenizer = load_pair(args.pair, args.eagle if name == "eagle" else None, device=args.device,
+                                         dtype=args.dtype, drafter=name)
     verifier = None
     if args.policy == "judge":
         from selfjudge.judge import load_verifier
 
         verifier = load_verifier(args.verifier, expect_model=args.pair, expect_hidden_size=target.config.hidden_size)
-    drafter = make_drafter(drafter_name(args.drafter, args.pair), target, draft, eagle_dir=args.eagle)
-    engine = SpeculativeEngine(
-        target, drafter, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
+    engine = SpeculativeEngine(  # the engine wraps the slot's draft model, EAGLE head or n-gram settings
+        target, draft, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
         threshold=parse_threshold(args.threshold), top_k=args.top_k,
     )
     results = engine.generate(
