@@ -1,23 +1,11 @@
 """bench/compare_judges.py on synthetic label dirs with known costs and agreements."""
 
-import importlib.util
 import json
-import pathlib
 
 import numpy as np
 import torch
 
 from selfjudge.labelling.shards import ShardWriter
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("compare_judges", ROOT / "bench" / "compare_judges.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def write(d, method, n_prompts, labels_fn, cost, h=8, seed=0):
     rng = np.random.default_rng(seed)
@@ -39,8 +27,8 @@ def write(d, method, n_prompts, labels_fn, cost, h=8, seed=0):
                        "reference_ids": list(range(10)) if p != 11 else [0] * 10})
 
 
-def test_compare_judges_numbers(tmp_path):
-    bench = load_bench()
+def test_compare_judges_numbers(bench_script, tmp_path):
+    bench = bench_script("compare_judges")
     # same features for both (same seed) so that labels are a function of the same x
     write(tmp_path / "sj", "selfjudge", 12, lambda p, k, s: int(s > 0), cost=(0.5, 100))
     # AutoJudge flips the label at position 0 of every prompt; positions >= 5 are not on the original prefix

@@ -1,19 +1,8 @@
 """bench/compare_label_scores.py on synthetic bench folders: the merge check and the rival tables."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("compare_label_scores", ROOT / "bench" / "compare_label_scores.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def row(name, family, m, sem, K=4, threshold=None):
@@ -32,8 +21,8 @@ SHARED = [row("target-only", "target-only", 1.0, 1.0), row("standard", "standard
           row("top-2", "top-k", 1.3, 0.7)]
 
 
-def test_rival_tables_rank_each_verifier_against_the_rules(tmp_path, capsys):
-    mod = load_script()
+def test_rival_tables_rank_each_verifier_against_the_rules(bench_script, tmp_path, capsys):
+    mod = bench_script("compare_label_scores")
     lik = folder(tmp_path / "lik", SHARED + [row("SelfJudge-F", "SelfJudge", 1.5, 0.5, threshold="F"),
                                             row("SelfJudge-q0.99", "SelfJudge", 1.25, 0.98, threshold="q0.99")])
     conf = folder(tmp_path / "conf", SHARED + [row("SelfJudge-F", "SelfJudge", 1.5, 0.9, threshold="F")])
@@ -51,8 +40,8 @@ def test_rival_tables_rank_each_verifier_against_the_rules(tmp_path, capsys):
     assert "| sharegpt | 1.20 | confidence | 1.20 | 1.00 | FLy (1.30) |" in text
 
 
-def test_folders_from_different_settings_are_refused(tmp_path):
-    mod = load_script()
+def test_folders_from_different_settings_are_refused(bench_script, tmp_path):
+    mod = bench_script("compare_label_scores")
     lik = folder(tmp_path / "lik", SHARED + [row("SelfJudge-F", "SelfJudge", 1.5, 0.5)])
     conf = folder(tmp_path / "conf", SHARED + [row("SelfJudge-F", "SelfJudge", 1.5, 0.9)])
     other = [row("target-only", "target-only", 1.0, 1.0), row("standard", "standard", 1.25, 1.0)]  # another drafter

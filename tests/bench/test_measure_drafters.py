@@ -1,18 +1,6 @@
 """bench/measure_drafters.py's choice of the default drafter and per-block best, on synthetic rows."""
 
-import importlib.util
-import pathlib
-
 import pytest
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("measure_drafters", ROOT / "bench" / "measure_drafters.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def row(task, drafter, K, x, m, batch=1):
@@ -20,8 +8,8 @@ def row(task, drafter, K, x, m, batch=1):
             "tokens_per_s": 10 * x}
 
 
-def test_default_is_the_best_mean_speedup_over_every_task():
-    mod = load_script()
+def test_default_is_the_best_mean_speedup_over_every_task(bench_script):
+    mod = bench_script("measure_drafters")
     rows = [row("gsm8k", "model", 3, 0.7, 1.3), row("sharegpt", "model", 3, 0.6, 1.2),
             row("gsm8k", "prompt-lookup", 3, 1.2, 1.5), row("sharegpt", "prompt-lookup", 3, 0.9, 1.4),
             row("gsm8k", "prompt-lookup", 4, 1.1, 1.6), row("sharegpt", "prompt-lookup", 4, 1.3, 1.9),
