@@ -75,6 +75,7 @@ def parse_threshold(text: str | None) -> str | float | None:
 
 def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest: str = "eagle") -> None:
     """``--drafter model|eagle|prompt-lookup`` and ``--eagle DIR``; ``what`` says what the drafter does here."""
+    # selfjudge.models.pair.DRAFTER_KINDS, spelled out: importing it would load torch for --help
     parser.add_argument("--drafter", default=None, choices=["model", "eagle", "prompt-lookup"],
                         help=f"{what} (default: the built-in pair's measured best drafter, "
                              "selfjudge/assets/drafters/default.json; with --draft: the draft model)")

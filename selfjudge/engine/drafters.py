@@ -11,10 +11,9 @@ from selfjudge.engine.eagle_drafter import EagleDrafter
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 from selfjudge.models.eagle import EagleHead
 from selfjudge.models.lookup import NgramLookup
+from selfjudge.models.pair import DRAFTER_KINDS as DRAFTER_NAMES
 
 __all__ = ["DRAFTER_NAMES", "as_drafter", "make_drafter"]
-
-DRAFTER_NAMES = ("model", "eagle", "prompt-lookup")
 
 
 def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = None, target=None) -> Drafter:
@@ -49,7 +48,7 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: in
             raise ValueError("drafter: 'model' needs a draft model")
         return draft
     if name == "prompt-lookup":
-        return PromptLookupDrafter(int(target.config.vocab_size), max_ngram=max_ngram, min_ngram=min_ngram)
+        return as_drafter(NgramLookup(int(target.config.vocab_size), max_ngram, min_ngram), None)
     if name == "eagle":
         if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)
             from selfjudge.models.eagle import SHIPPED_EAGLE_DIR as eagle_dir

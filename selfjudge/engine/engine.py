@@ -139,7 +139,7 @@ class SpeculativeEngine:
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
                                   protected_token_ids=protected_token_ids)
         # policies written before verify_kwargs took the run's temperature keep working
-        self._policy_kwargs = {"temperature"} & set(inspect.signature(self.policy.verify_kwargs).parameters)
+        self._policy_takes_temperature = "temperature" in inspect.signature(self.policy.verify_kwargs).parameters
         if int(num_draft_tokens) < 1 and self.policy.uses_draft:
             raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
         if self.policy.uses_draft and draft is None:
@@ -357,7 +357,7 @@ class SpeculativeEngine:
         judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
                    backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden,
-                                              **({"temperature": run.temperature} if self._policy_kwargs else {})))
+                                              **({"temperature": run.temperature} if self._policy_takes_temperature else {})))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]

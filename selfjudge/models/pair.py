@@ -40,16 +40,21 @@ class ModelPair(NamedTuple):
     tokenizer: Any  # the shared tokenizer
 
 
+def _default_drafter_record() -> dict:
+    """The built-in pair's default-drafter record (``assets/drafters/default.json``), checked."""
+    record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
+    if record.get("drafter") not in DRAFTER_KINDS:
+        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {record.get('drafter')!r}")
+    return record
+
+
 def default_drafter(name_or_target: str = DEFAULT_PAIR, draft: str | None = None) -> str:
     """The drafter kind :func:`load_pair` uses when none is asked for: for the built-in pair
     without another draft folder, the one measured best (``assets/drafters/default.json``,
     written from ``bench/measure_drafters.py``); otherwise ``"model"`` (a draft folder)."""
     if name_or_target != DEFAULT_PAIR or draft is not None:
         return "model"
-    kind = json.loads(DEFAULT_DRAFTER_FILE.read_text())["drafter"]
-    if kind not in DRAFTER_KINDS:
-        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {kind!r}")
-    return kind
+    return _default_drafter_record()["drafter"]
 
 
 class TokenizerMismatchError(ValueError):
@@ -143,7 +148,7 @@ def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | 
     4 for anything else."""
     if name_or_target != DEFAULT_PAIR:
         return 4
-    record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
+    record = _default_drafter_record()
     return int(record.get("num_draft_tokens", 4)) if drafter in (None, record["drafter"]) else 4
 
 
@@ -187,32 +192,28 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
     if draft is None and not builtin and drafter == "model":
         raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
                          "or pass a target folder and a draft folder")
-    if drafter != "model":
-        target_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target
-        tokenizer = AutoTokenizer.from_pretrained(target_dir)
-        target_model = load_causal_lm(target_dir, dtype).to(device)
-        if drafter == "prompt-lookup":
-            from .lookup import NgramLookup
+    if drafter == "model" and draft is None:
+        target_dir, draft_dir = default_pair_dirs()
+    else:  # the built-in target (with another draft folder or a draft that is not a model), or a folder
+        target_dir, draft_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target, draft
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    if drafter == "model":  # refuse a draft with other token ids before loading any weights
+        try:
+            draft_tok = AutoTokenizer.from_pretrained(draft_dir)
+        except (OSError, ValueError) as err:
+            raise TokenizerMismatchError(f"draft: no tokenizer could be loaded from {draft_dir}: {err}") from err
+        check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
+    target_model = load_causal_lm(target_dir, dtype).to(device)
+    if drafter == "prompt-lookup":
+        from .lookup import NgramLookup
 
-            return ModelPair(target_model, NgramLookup(int(target_model.config.vocab_size)), tokenizer)
+        return ModelPair(target_model, NgramLookup(int(target_model.config.vocab_size)), tokenizer)
+    if drafter == "eagle":
         from .eagle import SHIPPED_EAGLE_DIR, load_eagle_draft
 
         if draft is None and not builtin:
             raise ValueError("draft: give the EAGLE head folder for a target other than the built-in pair's")
         return ModelPair(target_model, load_eagle_draft(draft or SHIPPED_EAGLE_DIR, target_model), tokenizer)
-    if draft is None:
-        target_dir, draft_dir = default_pair_dirs()
-    elif builtin:  # the built-in target with another draft
-        target_dir, draft_dir = ensure_smollm2_target(verbose=False), draft
-    else:
-        target_dir, draft_dir = name_or_target, draft
-    tokenizer = AutoTokenizer.from_pretrained(target_dir)
-    try:
-        draft_tok = AutoTokenizer.from_pretrained(draft_dir)
-    except (OSError, ValueError) as err:
-        raise TokenizerMismatchError(f"draft: no tokenizer could be loaded from {draft_dir}: {err}") from err
-    check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
-    target_model = load_causal_lm(target_dir, dtype).to(device)
     draft_model = load_causal_lm(draft_dir, dtype).to(device)
     if draft_model.config.vocab_size != target_model.config.vocab_size:
         raise TokenizerMismatchError(f"draft: vocab_size {draft_model.config.vocab_size} != target's "

@@ -95,6 +95,13 @@ def test_default_drafter_is_the_recorded_measurement():
     assert default_drafter() == record["drafter"]
     assert default_drafter("smollm2-135m", "some/draft") == "model"
     assert default_drafter("path/to/target") == "model"
+    import argparse
+
+    from selfjudge.cli.common import add_drafter_arguments
+
+    cli = argparse.ArgumentParser()
+    add_drafter_arguments(cli, "drafts")
+    assert tuple(next(a for a in cli._actions if a.dest == "drafter").choices) == DRAFTER_KINDS  # the CLI's copy
     from selfjudge.models.pair import default_num_draft_tokens
 
     assert default_num_draft_tokens() == record["num_draft_tokens"] >= 1  # the sweep's K, for the default drafter
