@@ -125,9 +125,18 @@ def best_configurations(rows: list[dict]) -> list[dict]:
     return out
 
 
-def default_record(rows: list[dict], command: str) -> dict:
+def lookup_name(min_ngram: int, min_ngrams: list[int]) -> str:
+    """A prompt-lookup row's drafter name: ``prompt-lookup``, or ``prompt-lookup-minN`` when several
+    shortest n-grams are compared in one run."""
+    return "prompt-lookup" if len(min_ngrams) == 1 else f"prompt-lookup-min{min_ngram}"
+
+
+def default_record(rows: list[dict], command: str, lookup_min_ngrams: list[int] = (1,), max_ngram: int = 3,
+                   results: str | None = None) -> dict:
     """The built-in pair's default drafter: at batch 1, the drafter and K with the highest mean
-    speed-up over target-only across the tasks measured (ties: higher mean m)."""
+    speed-up over target-only across the tasks measured (ties: higher mean m). A prompt-lookup
+    winner records its n-gram lengths (``lookup``), which :func:`selfjudge.models.pair.default_lookup`
+    reads; ``lookup_min_ngrams``: the shortest n-grams the rows compared (``--lookup-min-ngrams``)."""
     b1 = [r for r in rows if r["batch"] == 1 and r["K"] > 0]
     if not b1:
         raise ValueError("rows: no batch-1 speculative rows to choose a default drafter from")
@@ -139,14 +148,21 @@ def default_record(rows: list[dict], command: str) -> dict:
             scores[(d, K)] = (sum(c["x_target_only"] for c in cell.values()) / len(tasks),
                               sum(c["m"] for c in cell.values()) / len(tasks), cell)
     (drafter, K), (speedup, m, cell) = max(scores.items(), key=lambda kv: kv[1][:2])
-    if drafter.startswith("prompt-lookup-min"):
-        drafter = "prompt-lookup"
-    return {"pair": "smollm2-135m", "drafter": drafter, "num_draft_tokens": K,
+    lookup = None
+    for n in lookup_min_ngrams:
+        if drafter == lookup_name(n, list(lookup_min_ngrams)):
+            drafter, lookup = "prompt-lookup", {"max_ngram": max_ngram, "min_ngram": n}
+    record = {"pair": "smollm2-135m", "drafter": drafter, "num_draft_tokens": K,
             "chosen_by": "highest mean tokens/s over target-only at batch 1 across the tasks, greedy standard SD",
             "mean_x_target_only": speedup, "mean_m": m,
             "per_task": {t: {"x_target_only": c["x_target_only"], "m": c["m"]} for t, c in sorted(cell.items())},
             "others": {f"{d}@K{k}": round(v[0], 3) for (d, k), v in sorted(scores.items())},
             "command": command}
+    if lookup is not None:
+        record["lookup"] = lookup
+    if results is not None:
+        record["results"] = results
+    return record
 
 
 def main(argv=None) -> int:
@@ -181,8 +197,7 @@ def main(argv=None) -> int:
     result = {"command": "python bench/measure_drafters.py " + shlex.join(words), "threads": args.threads}
     drafters = {"model": draft}
     for n in args.lookup_min_ngrams:
-        name = "prompt-lookup" if len(args.lookup_min_ngrams) == 1 else f"prompt-lookup-min{n}"
-        drafters[name] = make_drafter("prompt-lookup", target, min_ngram=n)
+        drafters[lookup_name(n, args.lookup_min_ngrams)] = make_drafter("prompt-lookup", target, min_ngram=n)
     head = None
     if args.eagle:
         head = load_eagle_head(args.eagle, target)
@@ -194,7 +209,7 @@ def main(argv=None) -> int:
         if head is not None:
             result["agreement"]["eagle"] = eagle_agreement(target, head, seqs, load_draft_vocab(args.eagle))
         for n in args.lookup_min_ngrams:
-            name = "prompt-lookup" if len(args.lookup_min_ngrams) == 1 else f"prompt-lookup-min{n}"
+            name = lookup_name(n, args.lookup_min_ngrams)
             result["agreement"][name] = lookup_agreement(int(target.config.vocab_size), seqs, n)
         print(json.dumps(result["agreement"]), flush=True)
         if args.agreement_only:
@@ -237,7 +252,8 @@ def main(argv=None) -> int:
     result["best"] = best_configurations(rows)
     print(json.dumps(result["best"]), flush=True)
     if args.write_default:
-        Path(args.write_default).write_text(json.dumps(default_record(rows, result["command"]), indent=1) + "\n")
+        record = default_record(rows, result["command"], args.lookup_min_ngrams, results=args.out)
+        Path(args.write_default).write_text(json.dumps(record, indent=1) + "\n")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))

@@ -109,7 +109,7 @@ def build_engines(target, draft, tok, Ks) -> dict:
     for name in drafter_names:
         for K in Ks:
             for policy in ("standard", "topk", "judge"):
-                drafter = make_drafter(name, target, draft, eagle_dir=EAGLE_HEAD)
+                drafter = make_drafter(name, target, draft, eagle_dir=EAGLE_HEAD, pair="smollm2-135m")
                 engines[(policy, name, K)] = CheckedEngine(
                     target, drafter, tok, num_draft_tokens=K, policy=policy, top_k=2,
                     verifier=verifier if policy == "judge" else None, threshold="F" if policy == "judge" else None)

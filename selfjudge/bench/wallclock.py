@@ -147,9 +147,18 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
     """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
     return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
             "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths), "drafter": spec.drafter,
-            "eagle_dir": spec.eagle_dir, "protect_digits": spec.protect_digits, "rules": sorted(spec.rules),
-            "device": _device_name(spec.device),
-            "dtype": _dtype_name(spec)}
+            "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
+            "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec)}
+
+
+def _lookup_settings(spec: MatrixSpec) -> dict | None:
+    """Prompt lookup's n-gram lengths when it drafts (they change every speculative number), else None."""
+    if spec.drafter != "prompt-lookup":
+        return None
+    from selfjudge.models.pair import default_lookup
+
+    lookup = default_lookup(1, spec.pair)
+    return {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram}
 
 
 def _device_name(device: str) -> str:
@@ -166,9 +175,12 @@ def _dtype_name(spec: MatrixSpec) -> str:
 
 def stale_settings(block: dict, settings: dict) -> list[str]:
     """The settings a written block was measured with that differ from ``settings`` (a key the
-    block predates counts as its default: pair smollm2-135m, drafter model, no digit protection)."""
+    block predates counts as its default: pair smollm2-135m, drafter model, no digit protection,
+    prompt lookup over n-grams of 3 down to 1)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
                 "device": "cpu", "dtype": "float32", "rules": []}
+    if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # before the setting: n-grams 3 to 1
+        defaults["lookup"] = {"max_ngram": 3, "min_ngram": 1}
     if "protect_digits" not in block and block.get("protected_token_ids") is not None:
         defaults["protect_digits"] = True
     def comparable(key, value):
@@ -213,7 +225,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     from selfjudge.engine.drafters import make_drafter
 
     target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype, drafter="model")
-    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir)
+    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair)
     hidden = int(target.config.hidden_size)
     from selfjudge.folders import lock_folder
 

@@ -45,7 +45,7 @@ def run(args) -> int:
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter
 
-        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle)
+        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle, pair=args.pair)
     task = load_task(args.task)
     examples = task.examples(args.split, limit=None if args.limit is None else args.offset + args.limit)
     examples = examples[args.offset:]

@@ -44,7 +44,7 @@ def run(args) -> int:
         from selfjudge.engine.drafters import make_drafter
 
         target, draft, tokenizer = pair
-        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle), tokenizer)
+        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle, pair=args.target), tokenizer)
         draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "")
     summary = label(
         args.target,

@@ -4,6 +4,8 @@ and drafters by name for the command line and the benchmarks (``model``, ``eagle
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from selfjudge.engine.drafter import Drafter, ModelDrafter
@@ -12,6 +14,7 @@ from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 from selfjudge.models.eagle import EagleHead
 from selfjudge.models.lookup import NgramLookup
 from selfjudge.models.pair import DRAFTER_KINDS as DRAFTER_NAMES
+from selfjudge.models.pair import default_lookup
 
 __all__ = ["DRAFTER_NAMES", "as_drafter", "make_drafter"]
 
@@ -35,20 +38,26 @@ def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = N
     return ModelDrafter(draft, device, draft_vocab)
 
 
-def make_drafter(name: str, target, draft=None, *, eagle_dir=None, max_ngram: int = 3, min_ngram: int = 1):
+def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | None = None,
+                 max_ngram: int | None = None, min_ngram: int | None = None):
     """What to give :class:`~selfjudge.engine.SpeculativeEngine` as its draft.
 
     ``model``: the standalone ``draft`` model itself (the engine wraps it); ``eagle``: the
     EAGLE head in ``eagle_dir`` (published layout; default: the head shipped for the default
     pair, ``selfjudge/assets/drafters/smollm2-135m-eagle``) over ``target``, drafting from the
-    head folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model.
+    head folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model,
+    with ``pair``'s settings (:func:`selfjudge.models.pair.default_lookup`: the built-in pair's
+    swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say.
     """
     if name == "model":
         if draft is None:
             raise ValueError("drafter: 'model' needs a draft model")
         return draft
     if name == "prompt-lookup":
-        return as_drafter(NgramLookup(int(target.config.vocab_size), max_ngram, min_ngram), None)
+        vocab_size = int(target.config.vocab_size)
+        lookup = default_lookup(vocab_size, pair) if pair is not None else NgramLookup(vocab_size)
+        given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v is not None}
+        return as_drafter(replace(lookup, **given), None)
     if name == "eagle":
         if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)
             from selfjudge.models.eagle import SHIPPED_EAGLE_DIR as eagle_dir

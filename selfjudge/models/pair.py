@@ -45,6 +45,9 @@ def _default_drafter_record() -> dict:
     record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
     if record.get("drafter") not in DRAFTER_KINDS:
         raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {record.get('drafter')!r}")
+    unknown = set(record.get("lookup", {})) - {"max_ngram", "min_ngram"}
+    if unknown:
+        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: lookup takes max_ngram and min_ngram, got {sorted(unknown)}")
     return record
 
 
@@ -143,6 +146,18 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
 
 
+def default_lookup(vocab_size: int, name_or_target: str = DEFAULT_PAIR):
+    """Prompt lookup's n-gram settings for a pair, as an :class:`~selfjudge.models.lookup.NgramLookup`:
+    for the built-in pair the swept best (``assets/drafters/default.json``'s ``lookup``), for any
+    other target the class defaults (n-grams of 3 down to 1)."""
+    from .lookup import NgramLookup
+
+    if name_or_target != DEFAULT_PAIR:
+        return NgramLookup(int(vocab_size))
+    settings = _default_drafter_record().get("lookup", {})
+    return NgramLookup(int(vocab_size), **{k: int(v) for k, v in settings.items()})
+
+
 def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | None = None) -> int:
     """K for the built-in pair's default drafter (the sweep's best, ``assets/drafters/default.json``);
     4 for anything else."""
@@ -167,7 +182,8 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
       2-layer draft, or the folder ``draft``);
     * ``"eagle"``: an EAGLE head over the target's hidden states (the folder ``draft``, or
       the head shipped for the built-in pair), an :class:`~selfjudge.models.eagle.EagleHead`;
-    * ``"prompt-lookup"``: no model, an :class:`~selfjudge.models.lookup.NgramLookup`;
+    * ``"prompt-lookup"``: no model, an :class:`~selfjudge.models.lookup.NgramLookup` with the
+      pair's n-gram settings (:func:`default_lookup`);
     * None: :func:`default_drafter` (the built-in pair's measured best; a folder: "model").
 
     ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
@@ -205,9 +221,7 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
         check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
     target_model = load_causal_lm(target_dir, dtype).to(device)
     if drafter == "prompt-lookup":
-        from .lookup import NgramLookup
-
-        return ModelPair(target_model, NgramLookup(int(target_model.config.vocab_size)), tokenizer)
+        return ModelPair(target_model, default_lookup(int(target_model.config.vocab_size), name_or_target), tokenizer)
     if drafter == "eagle":
         from .eagle import SHIPPED_EAGLE_DIR, load_eagle_draft
 

@@ -23,3 +23,18 @@ def test_default_is_the_best_mean_speedup_over_every_task(bench_script):
     assert best[("gsm8k", 1)]["best_drafter"] == "eagle" and best[("sharegpt", 1)]["best_K"] == 4
     with pytest.raises(ValueError, match="batch-1"):
         mod.default_record([r for r in rows if r["batch"] == 8], "cmd")
+
+
+def test_a_prompt_lookup_winner_records_its_ngram_lengths(bench_script):
+    """When several shortest n-grams are compared, the winner's is written to the record (which
+    load_pair reads); a plain drafter records none."""
+    mod = bench_script("measure_drafters")
+    rows = [row("gsm8k", "prompt-lookup-min1", 4, 1.1, 1.6), row("sharegpt", "prompt-lookup-min1", 4, 1.1, 1.6),
+            row("gsm8k", "prompt-lookup-min2", 4, 1.3, 1.4), row("sharegpt", "prompt-lookup-min2", 4, 1.2, 1.5),
+            row("gsm8k", "model", 3, 0.7, 1.3), row("sharegpt", "model", 3, 0.6, 1.2)]
+    rec = mod.default_record(rows, "cmd", [1, 2], results="out.json")
+    assert (rec["drafter"], rec["num_draft_tokens"]) == ("prompt-lookup", 4)
+    assert rec["lookup"] == {"max_ngram": 3, "min_ngram": 2} and rec["results"] == "out.json"
+    assert mod.lookup_name(2, [2]) == "prompt-lookup" and mod.lookup_name(2, [1, 2]) == "prompt-lookup-min2"
+    only_model = [r for r in rows if r["drafter"] == "model"]
+    assert "lookup" not in mod.default_record(only_model, "cmd", [1, 2])

@@ -239,6 +239,27 @@ def test_bench_refuses_a_block_measured_with_other_settings():
     assert stale_settings({**old, **now}, now) == []
 
 
+def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_path):
+    """A prompt-lookup block written before the n-gram setting was recorded counts as n-grams 3
+    to 1, so a run with other lengths refuses to reuse it; a draft-model block carries none."""
+    import selfjudge.models.pair as pair_mod
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    record = json.loads(pair_mod.DEFAULT_DRAFTER_FILE.read_text())
+    fake = tmp_path / "default.json"
+    monkeypatch.setattr(pair_mod, "DEFAULT_DRAFTER_FILE", fake)
+    spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup")
+    old = {"max_new_tokens": 32, "prompt_ids": ["gsm8k/0"], "verifiers": {}, "drafter": "prompt-lookup"}
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 2}}))
+    now = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert now["lookup"] == {"max_ngram": 3, "min_ngram": 2}
+    assert [s for s in stale_settings(old, now) if s.startswith("lookup")]
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1}}))
+    assert stale_settings(old, block_settings(spec, "gsm8k", {}, ["gsm8k/0"])) == []
+    model = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
+    assert block_settings(model, "gsm8k", {}, ["gsm8k/0"])["lookup"] is None
+
+
 def test_bench_unknown_threshold_name_is_an_error():
     from selfjudge.bench.matrix import make_configs
     from selfjudge.judge import Verifier

@@ -109,6 +109,44 @@ def test_default_drafter_is_the_recorded_measurement():
     assert default_num_draft_tokens("smollm2-135m", other) == 4 and default_num_draft_tokens("path/to/target") == 4
 
 
+def test_prompt_lookup_settings_come_from_the_record_for_the_builtin_pair(tmp_path, monkeypatch):
+    """load_pair's and make_drafter's prompt lookup use the n-gram lengths default.json records for
+    the built-in pair, the class defaults for another target; explicit lengths win; a record with
+    an unknown setting is refused by name."""
+    import selfjudge.models.pair as pair_mod
+    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.models.pair import default_lookup
+
+    record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
+    fake = tmp_path / "default.json"
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 4, "min_ngram": 2}}))
+    monkeypatch.setattr(pair_mod, "DEFAULT_DRAFTER_FILE", fake)
+    assert default_lookup(100) == NgramLookup(100, max_ngram=4, min_ngram=2)
+    assert default_lookup(100, "path/to/target") == NgramLookup(100)
+
+    class Target:
+        config = type("Config", (), {"vocab_size": 50})()
+
+    d = make_drafter("prompt-lookup", Target(), pair="smollm2-135m")
+    assert (d.max_ngram, d.min_ngram, d.vocab_size) == (4, 2, 50)
+    d = make_drafter("prompt-lookup", Target(), pair="smollm2-135m", min_ngram=1)
+    assert (d.max_ngram, d.min_ngram) == (4, 1)
+    d = make_drafter("prompt-lookup", Target())
+    assert (d.max_ngram, d.min_ngram) == (NgramLookup(1).max_ngram, NgramLookup(1).min_ngram)
+    fake.write_text(json.dumps({**record, "lookup": {"min_n": 2}}))
+    with pytest.raises(ValueError, match="min_n"):
+        default_lookup(100)
+
+
+def test_the_recorded_lookup_settings_are_valid():
+    from selfjudge.models.pair import default_lookup
+
+    record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
+    lookup = default_lookup(49152)
+    assert {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram} == record.get(
+        "lookup", {"max_ngram": NgramLookup(1).max_ngram, "min_ngram": NgramLookup(1).min_ngram})
+
+
 @pytest.mark.default_pair
 def test_default_pair_loads_its_default_drafter():
     pair = load_pair("smollm2-135m")
