@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds the shipped verifiers of the default pair and the SelfJudge-vs-AutoJudge comparison
 # (bench/results/compare_judges.json). Every step resumes where it stopped when rerun.
-# Duration on 2 CPU cores: about 1 h 30 min (the three labelling runs dominate; run them in parallel).
+# Duration on 2 CPU cores: about 1 h 45 min (the three labelling runs dominate; run them in parallel).
 #   bash bench/make_verifiers.sh            # labels -> verifiers -> comparison
 #   DRAFTER=prompt-lookup SJ_SCORE_SHAREGPT=confidence OUT=runs/verifiers-pl bash bench/make_verifiers.sh
 # DRAFTER: whose teacher-forced proposals define the mismatches (model | eagle | prompt-lookup; the
@@ -16,10 +16,12 @@ cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=1
 N_GSM8K=${N_GSM8K:-80}        # GSM8K train prompts (rows 500..) for both methods
 N_SHAREGPT=${N_SHAREGPT:-48}  # ShareGPT train prompts (index >= 2000), SelfJudge only: no answer to check
+N_SUMMARIZE=${N_SUMMARIZE:-48}  # summarisation train prompts, SelfJudge only (0: no summarisation verifier)
 SJ_TAU_Q=${SJ_TAU_Q:-0.9}     # SelfJudge tau = this quantile of the swap scores
 DRAFTER=${DRAFTER:-model}
 SJ_SCORE_GSM8K=${SJ_SCORE_GSM8K:-likelihood}
 SJ_SCORE_SHAREGPT=${SJ_SCORE_SHAREGPT:-likelihood}
+SJ_SCORE_SUMMARIZE=${SJ_SCORE_SUMMARIZE:-likelihood}
 V=${OUT:-selfjudge/assets/verifiers}
 mkdir -p "$V"
 R=runs   # label folders: runs/sj-gsm8k etc. for the model drafter, runs/sj-gsm8k-<drafter> otherwise
@@ -29,6 +31,10 @@ S=$([ "$DRAFTER" = model ] && echo "" || echo "-$DRAFTER")
 #    token for token the response AutoJudge starts from)
 selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
     --out "$R/sj-sharegpt$S"
+if [ "$N_SUMMARIZE" -gt 0 ]; then
+    selfjudge label --task summarize --split train --limit "$N_SUMMARIZE" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
+        --out "$R/sj-summarize$S"
+fi
 selfjudge label --task gsm8k --split train --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
     --tau 0 --drafter "$DRAFTER" --out "$R/sj-gsm8k$S"
 selfjudge autojudge-label --task gsm8k --split train --limit "$N_GSM8K" --label-fraction 0.05 \
@@ -41,6 +47,10 @@ selfjudge train --labels "$R/aj-gsm8k$S" --val-fraction 0.3 \
     --out "$V/smollm2-135m-gsm8k-autojudge$S.safetensors" --report "$R/train-aj-gsm8k$S.json"
 selfjudge train --labels "$R/sj-sharegpt$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 \
     --out "$V/smollm2-135m-sharegpt-selfjudge$S.safetensors" --report "$R/train-sj-sharegpt$S.json"
+if [ "$N_SUMMARIZE" -gt 0 ]; then
+    selfjudge train --labels "$R/sj-summarize$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SUMMARIZE" \
+        --val-fraction 0.3 --out "$V/smollm2-135m-summarize-selfjudge$S.safetensors" --report "$R/train-sj-summarize$S.json"
+fi
 
 # 3. comparison: cost per label, label agreement on shared mismatches, cross ROC-AUC
 python bench/compare_judges.py --selfjudge "$R/sj-gsm8k$S" --autojudge "$R/aj-gsm8k$S" \
