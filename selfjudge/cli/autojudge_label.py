@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, finite_float, positive_int
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name, finite_float,
+                                  lookup_suffix, positive_int)
 
 
 def register(subparsers) -> None:
@@ -69,7 +70,8 @@ def run(args) -> int:
         resume=not args.no_resume,
         # same ids as the labelling pipeline's manifests (and what verifiers are checked against)
         target_id=args.target_id or args.pair,
-        draft_id=args.draft_id or args.draft or f"{args.pair}:" + ("draft" if args.drafter == "model" else args.drafter),
+        draft_id=args.draft_id or args.draft or f"{args.pair}:" + ("draft" if args.drafter == "model" else args.drafter)
+        + lookup_suffix(drafter),
         task_name=args.task,
         command=args.command_line,
         split=args.split,

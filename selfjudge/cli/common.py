@@ -91,6 +91,17 @@ def drafter_name(drafter: str | None, pair: str, draft: str | None = None) -> st
     return drafter if drafter is not None else default_drafter(pair, draft)
 
 
+def lookup_suffix(drafter) -> str:
+    """What a label run's draft id adds for prompt lookup with n-gram lengths other than 3..1 (the
+    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``; "" otherwise. A run
+    resumed with other lengths is then refused, since its mismatches differ."""
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+
+    if isinstance(drafter, PromptLookupDrafter) and (drafter.max_ngram, drafter.min_ngram) != (3, 1):
+        return f":ngrams{drafter.max_ngram}-{drafter.min_ngram}"
+    return ""
+
+
 def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     """``--device auto|cpu|cuda|cuda:N`` and (``dtype``) ``--dtype auto|float32|bfloat16|float16``:
     where and in what precision the models run (auto: a GPU in bfloat16 if one is visible, else

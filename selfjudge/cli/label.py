@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, finite_float, positive_int
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name, finite_float,
+                                  lookup_suffix, positive_int)
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -45,7 +46,7 @@ def run(args) -> int:
 
         target, draft, tokenizer = pair
         pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle, pair=args.target), tokenizer)
-        draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "")
+        draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "") + lookup_suffix(pair[1])
     summary = label(
         args.target,
         args.draft,
