@@ -123,7 +123,7 @@ def shipped_verifier_for(method: str, pair: str, tasks, drafter: str = "model") 
 
 def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     """Write ``verifier`` to ``path`` (safetensors + JSON header metadata)."""
-    from safetensors.torch import save_file
+    from selfjudge.safetensors_io import save_safetensors
 
     meta = dict(verifier.metadata)
     meta["thresholds"] = verifier.thresholds
@@ -134,7 +134,7 @@ def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     }
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"  # renamed into place: a killed write never leaves a torn verifier
-    save_file(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
+    save_safetensors(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
     os.replace(tmp, path)
 
 

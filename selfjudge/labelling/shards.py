@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from selfjudge.folders import lock_folder, remove_job_folder
+from selfjudge.safetensors_io import save_safetensors
 
 from .tau import apply_tau, tau_from_quantile
 
@@ -145,7 +146,7 @@ class ShardWriter:
         if rows:
             name = f"shard-{self.next_index:05d}"
             st_tmp = self.dir / f"{name}.safetensors.tmp"
-            save_file({"features": features.detach().to("cpu", torch.float32).contiguous()}, str(st_tmp))
+            save_safetensors({"features": features.detach().to("cpu", torch.float32).contiguous()}, str(st_tmp))
             jl_tmp = self.dir / f"{name}.jsonl.tmp"
             with open(jl_tmp, "w", encoding="utf-8") as f:
                 for row in rows:

@@ -112,7 +112,7 @@ def head_config(target_config, **overrides):
 
 def save_eagle_head(head: EagleHead, folder: str | Path, metadata: dict | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (the published layout) and ``eagle.json``."""
-    from safetensors.torch import save_file
+    from selfjudge.safetensors_io import save_safetensors
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -120,7 +120,7 @@ def save_eagle_head(head: EagleHead, folder: str | Path, metadata: dict | None =
     config["bias"] = head.fc.bias is not None
     (folder / "config.json").write_text(json.dumps(config, indent=1))
     tensors = {k: v.detach().contiguous() for k, v in head.trainable_state().items()}
-    save_file(tensors, str(folder / _WEIGHTS), metadata={"format": EAGLE_FORMAT})
+    save_safetensors(tensors, str(folder / _WEIGHTS), metadata={"format": EAGLE_FORMAT})
     (folder / "eagle.json").write_text(json.dumps({"format": EAGLE_FORMAT, **(metadata or {})}, indent=1))
     return folder
 

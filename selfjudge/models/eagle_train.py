@@ -313,7 +313,7 @@ def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: tor
         head.body.layers.to(dtype)
     folder = save_eagle_head(head, folder, meta)
     if state.get("vocab_ids") is not None:
-        from safetensors.torch import save_file
+        from selfjudge.safetensors_io import save_safetensors
 
-        save_file({"vocab_ids": torch.tensor(state["vocab_ids"], dtype=torch.int64)}, str(Path(folder) / DRAFT_VOCAB_FILE))
+        save_safetensors({"vocab_ids": torch.tensor(state["vocab_ids"], dtype=torch.int64)}, str(Path(folder) / DRAFT_VOCAB_FILE))
     return folder

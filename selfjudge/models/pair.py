@@ -111,7 +111,8 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
                            *, verbose: bool = True) -> Path:
     """Assemble the shipped draft layers with the target's embeddings/head into a normal
     HF folder in the cache (atomic; keyed by the shipped weights' digest)."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
+    from selfjudge.safetensors_io import save_safetensors
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     weights = asset_dir / "draft.safetensors"
@@ -135,7 +136,7 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
         draft.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         if vocab_ids is not None:
-            save_file({"head_vocab_ids": vocab_ids.to(torch.int64)}, str(tmp / SUBVOCAB_FILE))
+            save_safetensors({"head_vocab_ids": vocab_ids.to(torch.int64)}, str(tmp / SUBVOCAB_FILE))
         (tmp / "draft.json").write_text(json.dumps(info, indent=1))
     return folder
 

@@ -16,9 +16,9 @@ __all__ = ["save_records", "load_records", "write_checkpoint", "read_checkpoint"
 
 def save_records(path: str | Path, records: list[dict[str, torch.Tensor]]) -> None:
     """Write ``records`` to ``path`` (a temporary file, then renamed)."""
-    from safetensors.torch import save_file
+    from selfjudge.safetensors_io import save_safetensors
 
-    save_file({f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}, str(path) + ".tmp")
+    save_safetensors({f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}, str(path) + ".tmp")
     os.replace(str(path) + ".tmp", path)
 
 
@@ -46,14 +46,14 @@ def write_checkpoint(out: str | Path, tensors: dict[str, dict[str, torch.Tensor]
     steps are deleted. Readers go through ``state.json`` (:func:`read_checkpoint`), so
     tensors and state always come from the same step.
     """
-    from safetensors.torch import save_file
+    from selfjudge.safetensors_io import save_safetensors
 
     out = Path(out)
     step = int(state["step"])
     files = {}
     for group, tensors_of_group in tensors.items():
         name = f"{group}-{step:08d}.safetensors"
-        save_file({k: v.detach().contiguous() for k, v in tensors_of_group.items()}, str(out / (name + ".tmp")))
+        save_safetensors({k: v.detach().contiguous() for k, v in tensors_of_group.items()}, str(out / (name + ".tmp")))
         os.replace(out / (name + ".tmp"), out / name)
         files[group] = name
     state["checkpoint"] = files
