@@ -159,6 +159,11 @@ def test_headline_lists_the_named_configurations_of_every_block():
     assert "| toy | 1 | target-only | 10.00 | 1.00 | – | 1.00 | 1.000 | 0.000 |" in md
     assert "| toy | 1 | SelfJudge-F | 12.00 | 1.20 | 1.90 | 2.00 | 0.500 | 0.000 |" in md
     assert "13.00" not in md  # K = 8 row left out
+    block = {"task": "toy", "batch": 1, "rows": rows}
+    assert rep.headline_k([block]) == 4
+    no_k4 = {"task": "toy", "batch": 1, "rows": [r for r in rows if r["K"] != 4]}
+    assert rep.headline_k([no_k4]) == 8
+    assert "13.00" in rep.headline([no_k4], rep.headline_k([no_k4]))
 
 
 def test_engines_draft_with_the_given_drafter(tiny):
