@@ -2,7 +2,7 @@
 # Issue 12: which data trains the better EAGLE head for the default pair, at equal steps from
 # scratch: the target's own greedy responses (--data self) or the tasks' reference answers
 # (--data reference)? Both are scored on the same held-out text, the target's greedy responses
-# to 32 validation prompts. Two lanes of one thread (about 25 min on 2 cores); the runs resume
+# to 32 validation prompts. Two lanes of one thread (about 30 min on 2 cores); the runs resume
 # when rerun. The self run reuses the cached responses of bench/results/eagle-smollm2.
 #   bash bench/compare_eagle_data.sh [STEPS]
 set -euo pipefail
