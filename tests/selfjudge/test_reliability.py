@@ -260,6 +260,22 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     assert block_settings(model, "gsm8k", {}, ["gsm8k/0"])["lookup"] is None
 
 
+def test_committed_default_drafter_blocks_match_the_default_record():
+    """The README's default-drafter harness (bench/results/rules-default) was measured with the
+    n-gram lengths the default record gives today: a changed record must come with a rerun."""
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    root = Path(__file__).resolve().parents[2] / "bench" / "results" / "rules-default" / "blocks"
+    paths = sorted(root.glob("*.json"))
+    assert paths
+    for path in paths:
+        block = json.loads(path.read_text())
+        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
+                          device="cpu", drafter=block["drafter"], rules=block["rules"])
+        now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
+        assert stale_settings(block, now) == [], path
+
+
 def test_bench_unknown_threshold_name_is_an_error():
     from selfjudge.bench.matrix import make_configs
     from selfjudge.judge import Verifier
