@@ -161,9 +161,10 @@ def pareto_table(blocks: list[dict[str, Any]]) -> str:
 
 
 def markdown(blocks: list[dict[str, Any]]) -> str:
+    K = headline_k(blocks)
     lines = [
         "# Wall-clock matrix", "",
-        f"## Headline (K = {headline_k(blocks)})", "", headline(blocks, headline_k(blocks)), "",
+        f"## Headline (K = {K})", "", headline(blocks, K), "",
         "## Pareto curves: SelfJudge against every other method", "",
         "Gap = SelfJudge's upper envelope minus the other method's, over the mean accepted lengths m both reach "
         "(each curve includes the standard point); positive = SelfJudge keeps more at the same m.", "",

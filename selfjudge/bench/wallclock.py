@@ -179,8 +179,10 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
     prompt lookup over n-grams of 3 down to 1)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
                 "device": "cpu", "dtype": "float32", "rules": []}
-    if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # before the setting: n-grams 3 to 1
-        defaults["lookup"] = {"max_ngram": 3, "min_ngram": 1}
+    if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
+        from selfjudge.models.lookup import UNRECORDED_NGRAMS
+
+        defaults["lookup"] = dict(UNRECORDED_NGRAMS)
     if "protect_digits" not in block and block.get("protected_token_ids") is not None:
         defaults["protect_digits"] = True
     def comparable(key, value):

@@ -96,8 +96,10 @@ def lookup_suffix(drafter) -> str:
     lengths of every run before they became a setting), e.g. ``":ngrams3-2"``; "" otherwise. A run
     resumed with other lengths is then refused, since its mismatches differ."""
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+    from selfjudge.models.lookup import UNRECORDED_NGRAMS
 
-    if isinstance(drafter, PromptLookupDrafter) and (drafter.max_ngram, drafter.min_ngram) != (3, 1):
+    if isinstance(drafter, PromptLookupDrafter) and \
+            {"max_ngram": drafter.max_ngram, "min_ngram": drafter.min_ngram} != UNRECORDED_NGRAMS:
         return f":ngrams{drafter.max_ngram}-{drafter.min_ngram}"
     return ""
 

@@ -55,7 +55,7 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
         return draft
     if name == "prompt-lookup":
         vocab_size = int(target.config.vocab_size)
-        lookup = default_lookup(vocab_size, pair) if pair is not None else NgramLookup(vocab_size)
+        lookup = default_lookup(vocab_size, pair)  # pair None or not built in: the class defaults
         given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v is not None}
         return as_drafter(replace(lookup, **given), None)
     if name == "eagle":

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NgramLookup"]
+__all__ = ["NgramLookup", "UNRECORDED_NGRAMS"]
+
+#: the n-gram lengths of every label run and bench block written before the lengths were recorded
+UNRECORDED_NGRAMS = {"max_ngram": 3, "min_ngram": 1}
 
 
 @dataclass(frozen=True)

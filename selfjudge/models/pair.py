@@ -147,7 +147,7 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
 
 
-def default_lookup(vocab_size: int, name_or_target: str = DEFAULT_PAIR):
+def default_lookup(vocab_size: int, name_or_target: str | None = DEFAULT_PAIR):
     """Prompt lookup's n-gram settings for a pair, as an :class:`~selfjudge.models.lookup.NgramLookup`:
     for the built-in pair the swept best (``assets/drafters/default.json``'s ``lookup``), for any
     other target the class defaults (n-grams of 3 down to 1)."""
