@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name, finite_float,
-                                  lookup_suffix, positive_int)
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_lookup_arguments,
+                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, positive_int)
 
 
 def register(subparsers) -> None:
@@ -26,6 +26,7 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
     p.add_argument("--no-resume", action="store_true", help="start over instead of skipping finished prompts")
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
+    add_lookup_arguments(p)
     add_device_arguments(p)
     p.set_defaults(func=run)
 
@@ -41,12 +42,13 @@ def run(args) -> int:
 
     torch.set_num_threads(args.threads)
     args.drafter = drafter_name(args.drafter, args.pair, args.draft)
+    lengths = lookup_lengths(args)  # refused before any model loads when they do not apply
     pair = load_pair(args.pair, args.draft, device=args.device, dtype=args.dtype, drafter="model")
     drafter = pair.draft
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter
 
-        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle, pair=args.pair)
+        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle, pair=args.pair, **lengths)
     task = load_task(args.task)
     examples = task.examples(args.split, limit=None if args.limit is None else args.offset + args.limit)
     examples = examples[args.offset:]

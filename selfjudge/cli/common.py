@@ -84,6 +84,28 @@ def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest
                              "(default: the head shipped for the default pair)")
 
 
+def add_lookup_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--max-ngram`` / ``--min-ngram``: prompt lookup's n-gram lengths, for a run that must keep
+    lengths other than the pair's recorded ones (e.g. resuming a label run made before they changed)."""
+    parser.add_argument("--max-ngram", type=positive_int, default=None,
+                        help="prompt lookup: longest n-gram matched (default: the pair's record, 3)")
+    parser.add_argument("--min-ngram", type=positive_int, default=None,
+                        help="prompt lookup: shortest n-gram matched (default: the pair's record, "
+                             "selfjudge/assets/drafters/default.json)")
+
+
+def lookup_lengths(args: argparse.Namespace) -> dict[str, int]:
+    """The ``max_ngram``/``min_ngram`` given on the command line (for ``make_drafter``); refused by
+    name unless the drafter is prompt lookup, where they would silently do nothing."""
+    given = {k: getattr(args, k) for k in ("max_ngram", "min_ngram") if getattr(args, k, None) is not None}
+    if given and args.drafter != "prompt-lookup":
+        flags = " and ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"{flags} only apply to --drafter prompt-lookup, not {args.drafter!r}")
+    if len(given) == 2 and given["min_ngram"] > given["max_ngram"]:
+        raise ValueError(f"--min-ngram ({given['min_ngram']}) must not exceed --max-ngram ({given['max_ngram']})")
+    return given
+
+
 def drafter_name(drafter: str | None, pair: str, draft: str | None = None) -> str:
     """``--drafter`` as given, or the pair's default (:func:`selfjudge.models.pair.default_drafter`)."""
     from selfjudge.models.pair import default_drafter

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name, finite_float,
-                                  lookup_suffix, positive_int)
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_lookup_arguments,
+                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, positive_int)
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -27,6 +27,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-tokens-per-forward", type=positive_int, default=2048, help="memory budget of one scoring forward")
     p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
+    add_lookup_arguments(p)
     add_device_arguments(p)
     p.add_argument("--score", choices=["likelihood", "confidence"], default="likelihood",
                    help="likelihood: SPEC's suffix log-likelihood difference; confidence: SelfJudge's released code "
@@ -40,12 +41,14 @@ def run(args) -> int:
     from selfjudge.models import load_pair
 
     args.drafter = drafter_name(args.drafter, args.target, args.draft)
+    lengths = lookup_lengths(args)  # refused before any model loads when they do not apply
     pair, draft_id = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype, drafter="model"), None
     if args.drafter != "model":
         from selfjudge.engine.drafters import make_drafter
 
         target, draft, tokenizer = pair
-        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle, pair=args.target), tokenizer)
+        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle, pair=args.target,
+                                           **lengths), tokenizer)
         draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "") + lookup_suffix(pair[1])
     summary = label(
         args.target,

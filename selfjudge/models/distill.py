@@ -209,13 +209,19 @@ def _load_teacher_records(out: Path, n_records: int) -> list[dict]:
 def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed: int = 0, max_len: int = 256,
             teacher_bs: int = 4, train_bs: int = 8, steps_per_teacher: int = 2, topk: int = 32, lr: float = 5e-4,
             warmup: int = 20, max_steps: int = 100000, max_minutes: float = 60.0, ckpt_minutes: float = 3.0,
-            eval_every: int = 50, n_sharegpt: int = 6000, sequences=None, heldout=None, threads: int | None = None,
-            verbose: bool = True, device: str | torch.device = "cpu") -> dict:
+            eval_every: int = 50, n_sharegpt: int = 6000, sequences=None, heldout=None, data: dict | None = None,
+            vocab_ids: torch.Tensor | None = None,
+            threads: int | None = None, verbose: bool = True, device: str | torch.device = "cpu") -> dict:
     """Run (or resume) distillation into ``out_dir``; returns the final state dict.
 
     ``sequences`` / ``heldout`` (lists of (token ids, response start)) override the
-    built-in data (used by tests on tiny models). ``device``: where the teacher and the
-    draft run (training stays float32; teacher records are kept on the host)."""
+    built-in data: the target's own responses (``selfjudge train-eagle``'s text cache, for
+    the comparison with the EAGLE head on the same data), or tiny sets in tests; ``data``
+    says what they are and is recorded in ``state.json`` (a resume with other data is
+    refused). ``vocab_ids`` [Vs] fixes the draft head's sub-vocabulary (e.g. the shipped
+    draft's, which the EAGLE head also drafts from) instead of the training text's most
+    frequent tokens. ``device``: where the teacher and the draft run (training stays float32;
+    teacher records are kept on the host)."""
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -243,13 +249,19 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
         data_desc = {"source": "given", "n": len(sequences)}
     if heldout is None:
         heldout = build_sequences(tok, "heldout", max_len, seed, 0)
+    else:
+        data_desc["heldout"] = f"given: {len(heldout)} sequences"
+    data_desc.update(data or {})
 
     state_path = out / "state.json"
     if state_path.exists():
         state = json.loads(state_path.read_text())
+        if state["data"] != data_desc:
+            raise ValueError(f"out: {out} holds a distillation on other data ({state['data']}, not {data_desc}); "
+                             "use another --out or delete it")
         vocab_ids = torch.tensor(state["head_vocab_ids"], dtype=torch.int64)
     else:
-        vocab_ids = choose_head_vocab(tok, sequences, head_vocab)
+        vocab_ids = choose_head_vocab(tok, sequences, head_vocab) if vocab_ids is None else torch.sort(vocab_ids.long()).values
         state = {"step": 0, "next_seq": 0, "seed": seed, "layers": list(layers), "head_vocab": int(vocab_ids.numel()),
                  "topk": topk, "lr": lr, "warmup": warmup, "teacher_bs": teacher_bs, "train_bs": train_bs,
                  "steps_per_teacher": steps_per_teacher, "data": data_desc, "n_train_sequences": len(sequences),

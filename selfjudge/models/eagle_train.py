@@ -39,10 +39,24 @@ from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
 
 _log = logging.getLogger(__name__)
 
-__all__ = ["self_generated_sequences", "eagle_loss", "train_eagle", "export_eagle", "new_head"]
+__all__ = ["read_sequences", "self_generated_sequences", "eagle_loss", "train_eagle", "export_eagle", "new_head"]
 
 
 # ----------------------------------------------------------------------------- text
+def read_sequences(path: str | Path) -> list[tuple[list[int], int]]:
+    """The ``(ids, response start)`` sequences of a text cache written by
+    :func:`self_generated_sequences` (JSON lines ``{"ids": [...], "start": n}``); a torn last line
+    (a killed writer) ends the list. Also the data other jobs reuse: ``selfjudge distill-draft --text``."""
+    done: list[tuple[list[int], int]] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            break  # a torn last line: that batch is redone
+        done.append((rec["ids"], rec["start"]))
+    return done
+
+
 def self_generated_sequences(target, tokenizer, prompts: list[list[int]], path: str | Path, *,
                              max_new_tokens: int = 256, batch_size: int = 8, progress: bool = True
                              ) -> list[tuple[list[int], int]]:
@@ -53,14 +67,7 @@ def self_generated_sequences(target, tokenizer, prompts: list[list[int]], path: 
     from .generation import greedy_responses
 
     path = Path(path)
-    done: list[tuple[list[int], int]] = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a torn last line: that batch is redone
-            done.append((rec["ids"], rec["start"]))
+    done = read_sequences(path) if path.exists() else []
     path.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(prompts), initial=min(len(done), len(prompts)), desc="self-text", disable=not progress)
     with open(path, "a", encoding="utf-8") as f:

@@ -63,3 +63,24 @@ def test_head_vocab_keeps_special_and_frequent_tokens(tiny):
     seqs = [([5, 5, 5, 6, 6, 7, 8], 0), ([5, 6, 9], 0)]
     ids = choose_head_vocab(tok, seqs, 5).tolist()
     assert set(ids) == {0, 1, 2, 5, 6}  # 3 special ids + the two most frequent
+
+
+def test_given_vocabulary_and_data_are_recorded_and_a_resume_on_other_data_is_refused(tmp_path, tiny):
+    """``vocab_ids`` fixes the head's sub-vocabulary (the EAGLE head's, for a fair comparison) and
+    ``data`` is recorded; resuming the folder with other data would mix two runs, so it is refused."""
+    import pytest
+
+    tok = tiny.tokenizer()
+    target_dir = tiny.save(tmp_path / "t", tok, layers=3)
+    seqs = tiny.sequences(6, 10, len(tok), seed=1)
+    vocab = torch.tensor([9, 3, 5, 1, 0, 7, 2, 11])
+    state = distill(str(target_dir), tmp_path / "d", layers=[0, 2], max_steps=2, teacher_bs=2, train_bs=3, topk=4,
+                    sequences=seqs, heldout=seqs[:2], data={"text": "self.jsonl"}, vocab_ids=vocab, verbose=False)
+    assert state["head_vocab_ids"] == sorted(vocab.tolist()) and state["head_vocab"] == 8
+    assert state["data"] == {"source": "given", "n": 6, "heldout": "given: 2 sequences", "text": "self.jsonl"}
+    with pytest.raises(ValueError, match="other data"):
+        distill(str(target_dir), tmp_path / "d", layers=[0, 2], max_steps=3, teacher_bs=2, train_bs=3, topk=4,
+                sequences=seqs, heldout=seqs[:2], data={"text": "reference.jsonl"}, verbose=False)
+    resumed = distill(str(target_dir), tmp_path / "d", layers=[0, 2], max_steps=3, teacher_bs=2, train_bs=3, topk=4,
+                      sequences=seqs, heldout=seqs[:2], data={"text": "self.jsonl"}, verbose=False)
+    assert resumed["step"] == 3 and resumed["head_vocab_ids"] == sorted(vocab.tolist())
