@@ -165,9 +165,25 @@ def default_record(rows: list[dict], command: str, lookup_min_ngrams: list[int] 
     return record
 
 
+def draft_folder(path: str | None) -> str | None:
+    """``--draft``: None (the shipped draft), a Hugging Face folder as it is, or an exported draft
+    (``distill-draft --export``: layers only) assembled with the target's embeddings and head."""
+    if path is None or (Path(path) / "config.json").is_file():
+        return path
+    if not (Path(path) / "draft.json").is_file():
+        raise FileNotFoundError(f"--draft: {path} holds neither config.json nor an exported draft.json")
+    from selfjudge.models.gguf_convert import ensure_smollm2_target
+    from selfjudge.models.pair import assemble_default_draft
+
+    return str(assemble_default_draft(ensure_smollm2_target(), asset_dir=Path(path)))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eagle", default=None, help="EAGLE head folder (exported)")
+    ap.add_argument("--draft", default=None,
+                    help="the standalone draft to measure instead of the shipped one: a `selfjudge distill-draft "
+                         "--export` folder (draft.safetensors + draft.json) or a Hugging Face folder")
     ap.add_argument("--text", default=None, help="held-out target-generated text (JSON lines: ids, start)")
     ap.add_argument("--prompts", type=int, default=3, help="evaluation prompts per task")
     ap.add_argument("--tasks", nargs="+", default=["gsm8k", "sharegpt"], help="tasks whose evaluation prompts to decode")
@@ -192,7 +208,7 @@ def main(argv=None) -> int:
     from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
     from selfjudge.tasks import load_task
 
-    target, draft, tok = load_pair("smollm2-135m", drafter="model")
+    target, draft, tok = load_pair("smollm2-135m", draft_folder(args.draft), drafter="model")
     words = sys.argv[1:] if argv is None else argv
     result = {"command": "python bench/measure_drafters.py " + shlex.join(words), "threads": args.threads}
     drafters = {"model": draft}

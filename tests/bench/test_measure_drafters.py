@@ -38,3 +38,15 @@ def test_a_prompt_lookup_winner_records_its_ngram_lengths(bench_script):
     assert mod.lookup_name(2, [2]) == "prompt-lookup" and mod.lookup_name(2, [1, 2]) == "prompt-lookup-min2"
     only_model = [r for r in rows if r["drafter"] == "model"]
     assert "lookup" not in mod.default_record(only_model, "cmd", [1, 2])
+
+
+def test_draft_folder_takes_hf_folders_as_they_are_and_refuses_others_by_name(bench_script, tmp_path):
+    import pytest
+
+    mod = bench_script("measure_drafters")
+    assert mod.draft_folder(None) is None
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    assert mod.draft_folder(str(tmp_path / "hf")) == str(tmp_path / "hf")
+    with pytest.raises(FileNotFoundError, match="--draft: .* neither config.json nor an exported draft.json"):
+        mod.draft_folder(str(tmp_path))
