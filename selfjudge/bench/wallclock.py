@@ -146,9 +146,20 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
 def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids: list[str]) -> dict:
     """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
     return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
-            "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths), "drafter": spec.drafter,
+            "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths),
+            "verifier_sha256": {family: file_digest(path) for family, path in verifier_paths.items()},
+            "drafter": spec.drafter,
             "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
             "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec)}
+
+
+def file_digest(path: str | Path) -> str | None:
+    """The first 16 hex digits of a file's sha256 (a verifier retrained under the same name is
+    another verifier); None when the file is not there (a block written in another checkout)."""
+    import hashlib
+
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
 def _lookup_settings(spec: MatrixSpec) -> dict | None:
@@ -176,7 +187,8 @@ def _dtype_name(spec: MatrixSpec) -> str:
 def stale_settings(block: dict, settings: dict) -> list[str]:
     """The settings a written block was measured with that differ from ``settings`` (a key the
     block predates counts as its default: pair smollm2-135m, drafter model, no digit protection,
-    prompt lookup over n-grams of 3 down to 1)."""
+    prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
+    have one)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
                 "device": "cpu", "dtype": "float32", "rules": []}
     if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
@@ -192,8 +204,14 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
             value = {family: Path(path).name for family, path in (value or {}).items()}
         return value
 
+    def differs(key, value) -> bool:
+        if key == "verifier_sha256":  # a block written before digests were recorded, or a file not at hand
+            old = block.get(key) or {}
+            return any(old.get(f) and d and old[f] != d for f, d in (value or {}).items())
+        return comparable(key, block.get(key)) != comparable(key, value)
+
     return [f"{k}={comparable(k, block.get(k))!r} (now {comparable(k, v)!r})" for k, v in settings.items()
-            if comparable(k, block.get(k)) != comparable(k, v)]
+            if differs(k, v)]
 
 
 def _reusable(spec: MatrixSpec, task: str, batch: int, verifier_paths: dict) -> bool:

@@ -297,3 +297,23 @@ def test_committed_bench_blocks_are_still_reusable():
                           device="cpu")
         now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
         assert stale_settings(block, now) == [], path
+
+
+def test_bench_refuses_a_block_whose_verifier_was_retrained_under_the_same_name(tmp_path):
+    """Blocks record each verifier's digest: a file retrained under the same name is another
+    verifier, so its old block is stale; a block written before digests were recorded is not."""
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    spec = MatrixSpec(tasks=["gsm8k"], limit=1, max_new_tokens=32, device="cpu")
+    verifier = tmp_path / "smollm2-135m-gsm8k-autojudge.safetensors"
+    verifier.write_bytes(b"first training")
+    written = block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])
+    assert len(written["verifier_sha256"]["AutoJudge"]) == 16
+    assert stale_settings(written, block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])) == []
+    verifier.write_bytes(b"retrained on more prompts")
+    now = block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])
+    assert [s for s in stale_settings(written, now) if s.startswith("verifier_sha256")]
+    legacy = {k: v for k, v in written.items() if k != "verifier_sha256"}
+    assert stale_settings(legacy, now) == []
+    elsewhere = block_settings(spec, "gsm8k", {"AutoJudge": str(tmp_path / "gone" / verifier.name)}, ["gsm8k/0"])
+    assert elsewhere["verifier_sha256"] == {"AutoJudge": None} and stale_settings(written, elsewhere) == []
