@@ -61,11 +61,25 @@ def run(args) -> int:
             lr=args.lr, max_steps=args.max_steps, max_minutes=args.max_minutes, threads=args.threads,
             ckpt_minutes=args.ckpt_minutes, n_sharegpt=args.sharegpt, device=args.device,
             sequences=texts.get("text"), heldout=texts.get("heldout_text"),
-            data={k: v for k, v in given.items() if v is not None}, vocab_ids=vocab_ids)
+            data=text_provenance(given), vocab_ids=vocab_ids)
     if args.export:
         export_draft(args.out, args.export)
         print(f"[distill] exported to {args.export}")
     return 0
+
+
+def text_provenance(given: dict[str, str | None]) -> dict[str, str]:
+    """What ``state.json`` records of ``--text`` / ``--heldout-text``: each file's name and sha256,
+    so a resume from another checkout (same bytes, other path) is accepted and other text is not."""
+    import hashlib
+    from pathlib import Path
+
+    out = {}
+    for key, path in given.items():
+        if path is not None:
+            out[key] = Path(path).name
+            out[key + "_sha256"] = hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    return out
 
 
 def head_vocab_size(text: str) -> int | str:

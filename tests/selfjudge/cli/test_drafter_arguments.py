@@ -54,3 +54,19 @@ def test_read_sequences_stops_at_a_torn_last_line(tmp_path):
     path.write_text(json.dumps({"ids": [1, 2, 3], "start": 1}) + "\n" + json.dumps({"ids": [4, 5], "start": 0})
                     + "\n" + '{"ids": [6, 7')
     assert read_sequences(path) == [([1, 2, 3], 1), ([4, 5], 0)]
+
+
+def test_distill_text_provenance_is_name_and_content(tmp_path):
+    """The same bytes under another folder are the same data (a resume from another checkout);
+    other bytes under the same name are not."""
+    from selfjudge.cli.distill_draft import text_provenance
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    line = json.dumps({"ids": [1, 2], "start": 1}) + "\n"
+    (tmp_path / "a" / "train-text.jsonl").write_text(line)
+    (tmp_path / "b" / "train-text.jsonl").write_text(line)
+    here = text_provenance({"text": str(tmp_path / "a" / "train-text.jsonl"), "heldout_text": None})
+    assert here == text_provenance({"text": str(tmp_path / "b" / "train-text.jsonl"), "heldout_text": None})
+    assert here["text"] == "train-text.jsonl" and len(here["text_sha256"]) == 16 and "heldout_text" not in here
+    (tmp_path / "b" / "train-text.jsonl").write_text(line * 2)
+    assert here != text_provenance({"text": str(tmp_path / "b" / "train-text.jsonl"), "heldout_text": None})
