@@ -46,11 +46,14 @@ def make_configs(
     sweep_ks: Sequence[int],
     hf_baselines: bool = False,
     rules: Sequence[str] = (),
+    hf_prompt_lookup: bool = False,
 ) -> list[Config]:
     """Target-only first, then per K: standard, top-k, each judge at its named thresholds
     (and at the sweep thresholds for K in ``sweep_ks``); with ``hf_baselines``, Hugging Face's
     own ``generate`` (target only) and assisted generation with the same draft (batch 1 only:
-    Hugging Face refuses assisted generation at batch > 1). ``rules``: training-free lossy
+    Hugging Face refuses assisted generation at batch > 1), and with ``hf_prompt_lookup`` also
+    Hugging Face's own prompt lookup (``prompt_lookup_num_tokens=K``) per K, the lossless
+    peer of the engine's prompt-lookup drafter. ``rules``: training-free lossy
     rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly"), each at its
     sweep of settings for K in ``sweep_ks``."""
     unknown = [r for r in rules if r not in RULE_SWEEPS]
@@ -60,6 +63,8 @@ def make_configs(
     if hf_baselines:
         cfgs += [Config("HF generate", "HF", "hf_generate", 0), Config("HF assisted", "HF", "hf_assisted", 0)]
     for K in ks:
+        if hf_baselines and hf_prompt_lookup:
+            cfgs.append(Config("HF prompt lookup", "HF", "hf_prompt_lookup", K))
         cfgs.append(Config("standard", "standard", "standard", K))
         cfgs += [Config(f"top-{k}", "top-k", "topk", K, top_k=k) for k in top_ks]
         for family, verifier in judges.items():
@@ -124,8 +129,10 @@ def rule_policy(c: Config, verifier=None):
 class HFGenerate:
     """Hugging Face ``generate`` (greedy) behind the engine's ``generate`` interface, as a baseline.
 
-    ``assistant`` set: assisted generation (Hugging Face's speculative decoding) with that draft.
-    Its statistics are empty: Hugging Face does not report accepted lengths.
+    ``assistant`` set: assisted generation (Hugging Face's speculative decoding) with that draft;
+    ``prompt_lookup`` = (K, longest n-gram) set: Hugging Face's prompt lookup
+    (``prompt_lookup_num_tokens``, ``max_matching_ngram_size``). Both are batch 1 only. Its
+    statistics are empty: Hugging Face does not report accepted lengths.
     """
 
     @dataclass
@@ -133,18 +140,20 @@ class HFGenerate:
         text: str
         token_ids: list[int]
 
-    def __init__(self, target, tokenizer, assistant=None):
+    def __init__(self, target, tokenizer, assistant=None, prompt_lookup: tuple[int, int] | None = None):
         from selfjudge.engine import GenerationStats
         from selfjudge.models.generation import eos_token_ids
 
-        self.target, self.tokenizer, self.assistant = target, tokenizer, assistant
+        if assistant is not None and prompt_lookup is not None:
+            raise ValueError("HFGenerate: give assistant or prompt_lookup, not both")
+        self.target, self.tokenizer, self.assistant, self.prompt_lookup = target, tokenizer, assistant, prompt_lookup
         self.last_batch_stats = GenerationStats()
         self.eos = eos_token_ids(target)  # the generation config's, as Hugging Face generate stops
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list["HFGenerate.Result"]:
         tok = self.tokenizer
-        if self.assistant is not None and len(prompts) > 1:
+        if (self.assistant is not None or self.prompt_lookup is not None) and len(prompts) > 1:
             raise ValueError("Hugging Face assisted generation supports batch size 1 only")
         side, tok.padding_side = tok.padding_side, "left"
         try:
@@ -155,6 +164,8 @@ class HFGenerate:
                   pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else min(self.eos))
         if self.assistant is not None:
             kw["assistant_model"] = self.assistant
+        if self.prompt_lookup is not None:
+            kw["prompt_lookup_num_tokens"], kw["max_matching_ngram_size"] = self.prompt_lookup
         out = self.target.generate(**enc, **kw)[:, enc["input_ids"].shape[1]:].tolist()
         results = []
         for row in out:
@@ -171,11 +182,15 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
                   protected_token_ids=None, drafter=None) -> dict[str, Any]:
     """One engine per configuration; ``protected_token_ids`` go to the judge configurations.
     ``drafter`` (default: the ``draft`` model) drafts for the speculative configurations; Hugging
-    Face's assisted generation always uses the ``draft`` model."""
+    Face's assisted generation always uses the ``draft`` model, its prompt lookup the longest
+    n-gram of ``drafter`` when that is prompt lookup (else 3)."""
     from selfjudge.engine import SpeculativeEngine
 
     engines = {}
     for c in configs:
+        if c.policy == "hf_prompt_lookup":
+            engines[c.key] = HFGenerate(target, tokenizer, prompt_lookup=(c.K, int(getattr(drafter, "max_ngram", 3))))
+            continue
         if c.policy in ("hf_generate", "hf_assisted"):
             engines[c.key] = HFGenerate(target, tokenizer, draft if c.policy == "hf_assisted" else None)
             continue

@@ -259,6 +259,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
             sweep = spec.sweep if b in spec.sweep_batches else []
             configs = make_configs(spec.ks, spec.top_ks, judges, spec.thresholds, sweep, spec.sweep_ks,
                                    hf_baselines=spec.hf_baselines and b == 1,
+                                   hf_prompt_lookup=spec.drafter == "prompt-lookup",
                                    rules=spec.rules if b in spec.sweep_batches else ())
             plan.append((task_name, b, configs, judges, paths))
 

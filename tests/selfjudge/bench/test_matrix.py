@@ -191,3 +191,23 @@ def test_rule_configs_and_engines(tiny):
     with pytest.raises(ValueError, match="rules"):
         wm.make_configs([3], [], judges, [], [], [3], rules=["nope"])
     assert not [c for c in wm.make_configs([3], [], judges, [], [], [], rules=["typical"]) if c.params]  # K not swept
+
+
+def test_hf_prompt_lookup_baseline_is_lossless_and_batch_one_only(tiny):
+    """With the prompt-lookup drafter the matrix adds Hugging Face's own prompt lookup per K, the
+    engine's lossless peer: it writes the target's greedy output."""
+    from selfjudge.engine.drafters import make_drafter
+
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    cfgs = wm.make_configs([2, 3], [], {}, [], [], [], hf_baselines=True, hf_prompt_lookup=True)
+    assert [c.key for c in cfgs if c.policy == "hf_prompt_lookup"] == ["HF prompt lookup@K2", "HF prompt lookup@K3"]
+    assert not [c for c in wm.make_configs([2], [], {}, [], [], [], hf_prompt_lookup=True) if c.family == "HF"]
+    lookup = make_drafter("prompt-lookup", target, max_ngram=2, min_ngram=1)
+    engines = wm.build_engines(target, draft, tok, cfgs, {}, drafter=lookup)
+    assert engines["HF prompt lookup@K3"].prompt_lookup == (3, 2)
+    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2],
+                        1, 5, progress=False)
+    by = {r["name"] + str(r["K"]): r for r in rows}
+    assert by["HF prompt lookup2"]["same_tokens_as_target_only"] and by["HF prompt lookup3"]["same_tokens_as_target_only"]
+    with pytest.raises(ValueError, match="batch size 1"):
+        wm.HFGenerate(target, tok, prompt_lookup=(2, 2)).generate(prompts[:2], 4)
