@@ -5,7 +5,7 @@
 # and the EAGLE head's sub-vocabulary, on the target's own greedy responses to the 160 training
 # prompts the shipped head saw (bench/results/eagle-smollm2/train-text.jsonl); then first-position
 # agreement of each drafter on the same held-out target text (the target's responses to 32
-# validation prompts). About 35 minutes on one thread; the distillation resumes when rerun.
+# validation prompts). About 25 minutes on one thread; the distillation resumes when rerun.
 #   bash bench/compare_draft_data.sh [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
