@@ -26,33 +26,44 @@ V=${OUT:-selfjudge/assets/verifiers}
 mkdir -p "$V"
 R=runs   # label folders: runs/sj-gsm8k etc. for the model drafter, runs/sj-gsm8k-<drafter> otherwise
 S=$([ "$DRAFTER" = model ] && echo "" || echo "-$DRAFTER")
+# prompt lookup's n-gram lengths: the shipped prompt-lookup verifiers were labelled with n-grams 3..1
+# (the default before the sweep chose 3..2); other lengths label into folders named after them
+MAX_NGRAM=${MAX_NGRAM:-3}
+MIN_NGRAM=${MIN_NGRAM:-1}
+L=()
+LS=$S
+if [ "$DRAFTER" = prompt-lookup ]; then
+    L=(--max-ngram "$MAX_NGRAM" --min-ngram "$MIN_NGRAM")
+    [ "$MAX_NGRAM-$MIN_NGRAM" = 3-1 ] || LS="$S-ngrams$MAX_NGRAM-$MIN_NGRAM"
+fi
 
 # 1. labels (the same GSM8K prompts for both methods; y written at batch 1 for SelfJudge so that it is
 #    token for token the response AutoJudge starts from)
-selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
-    --out "$R/sj-sharegpt$S"
+selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
+    --out "$R/sj-sharegpt$LS"
 if [ "$N_SUMMARIZE" -gt 0 ]; then
-    selfjudge label --task summarize --split train --limit "$N_SUMMARIZE" --batch-size 8 --tau 0 --drafter "$DRAFTER" \
-        --out "$R/sj-summarize$S"
+    selfjudge label --task summarize --split train --limit "$N_SUMMARIZE" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
+        --out "$R/sj-summarize$LS"
 fi
 selfjudge label --task gsm8k --split train --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
-    --tau 0 --drafter "$DRAFTER" --out "$R/sj-gsm8k$S"
+    --tau 0 --drafter "$DRAFTER" "${L[@]}" --out "$R/sj-gsm8k$LS"
 selfjudge autojudge-label --task gsm8k --split train --limit "$N_GSM8K" --label-fraction 0.05 \
-    --max-labels-per-prompt 6 --max-new-tokens 320 --threads 1 --batch-size 8 --drafter "$DRAFTER" --out "$R/aj-gsm8k$S"
+    --max-labels-per-prompt 6 --max-new-tokens 320 --threads 1 --batch-size 8 --drafter "$DRAFTER" "${L[@]}" \
+    --out "$R/aj-gsm8k$LS"
 
 # 2. verifiers (grouped-by-prompt validation split, C by validation ROC-AUC, thresholds F / R / quantiles)
-selfjudge train --labels "$R/sj-gsm8k$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 \
+selfjudge train --labels "$R/sj-gsm8k$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 \
     --out "$V/smollm2-135m-gsm8k-selfjudge$S.safetensors" --report "$R/train-sj-gsm8k$S.json"
-selfjudge train --labels "$R/aj-gsm8k$S" --val-fraction 0.3 \
+selfjudge train --labels "$R/aj-gsm8k$LS" --val-fraction 0.3 \
     --out "$V/smollm2-135m-gsm8k-autojudge$S.safetensors" --report "$R/train-aj-gsm8k$S.json"
-selfjudge train --labels "$R/sj-sharegpt$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 \
+selfjudge train --labels "$R/sj-sharegpt$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 \
     --out "$V/smollm2-135m-sharegpt-selfjudge$S.safetensors" --report "$R/train-sj-sharegpt$S.json"
 if [ "$N_SUMMARIZE" -gt 0 ]; then
-    selfjudge train --labels "$R/sj-summarize$S" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SUMMARIZE" \
+    selfjudge train --labels "$R/sj-summarize$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SUMMARIZE" \
         --val-fraction 0.3 --out "$V/smollm2-135m-summarize-selfjudge$S.safetensors" --report "$R/train-sj-summarize$S.json"
 fi
 
 # 3. comparison: cost per label, label agreement on shared mismatches, cross ROC-AUC
-python bench/compare_judges.py --selfjudge "$R/sj-gsm8k$S" --autojudge "$R/aj-gsm8k$S" \
+python bench/compare_judges.py --selfjudge "$R/sj-gsm8k$LS" --autojudge "$R/aj-gsm8k$LS" \
     --tau-quantile "$SJ_TAU_Q" --plan-tokens-with "${SELFJUDGE_CACHE:-$HOME/.cache/selfjudge}/smollm2-135m-instruct" \
     --out bench/results/compare_judges.json
