@@ -69,6 +69,7 @@ class MatrixSpec:
     eagle_dir: str | None = None
     hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
     threads: int = 1
+    timing_rounds: int = 1  # times every prompt group is timed (configurations in alternating order)
     device: str = "auto"  # where the models run (selfjudge.devices.resolve_device)
     dtype: str = "auto"  # bfloat16 on CUDA, float32 on the CPU
     out: Path = Path("bench/results/wallclock")
@@ -81,6 +82,8 @@ class MatrixSpec:
             self.sweep_ks = self.ks[:1]
         if self.sweep_batches is None:
             self.sweep_batches = [max(self.batch_sizes)] if self.batch_sizes else []
+        if self.timing_rounds < 1:
+            raise ValueError(f"timing_rounds must be >= 1, got {self.timing_rounds}")
         if self.limit < 1:
             raise ValueError(f"limit must be >= 1, got {self.limit}")
         if not self.ks or any(k < 1 for k in self.ks):
@@ -150,7 +153,8 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
             "verifier_sha256": {family: file_digest(path) for family, path in verifier_paths.items()},
             "drafter": spec.drafter,
             "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
-            "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec)}
+            "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec),
+            "timing_rounds": spec.timing_rounds}
 
 
 def file_digest(path: str | Path) -> str | None:
@@ -187,10 +191,10 @@ def _dtype_name(spec: MatrixSpec) -> str:
 def stale_settings(block: dict, settings: dict) -> list[str]:
     """The settings a written block was measured with that differ from ``settings`` (a key the
     block predates counts as its default: pair smollm2-135m, drafter model, no digit protection,
-    prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
+    one timing round, prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
     have one)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
-                "device": "cpu", "dtype": "float32", "rules": []}
+                "device": "cpu", "dtype": "float32", "rules": [], "timing_rounds": 1}
     if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
         from selfjudge.models.lookup import UNRECORDED_NGRAMS
 
@@ -272,7 +276,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     n = len(warm.generate([probe], max_new_tokens=16)[0].token_ids)
     step = (time.perf_counter() - t0) / max(n, 1)
     todo = [p for p in plan if spec.force or not _reusable(spec, p[0], p[1], p[4])]
-    est = sum(len(cfgs) * spec.limit * (spec.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
+    est = sum(len(cfgs) * spec.timing_rounds * spec.limit * (spec.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
               for t, b, cfgs, _, _ in todo)
     _log.info(f"[wallclock] {len(todo)} of {len(plan)} blocks to run, "
               f"{sum(len(p[2]) for p in todo)} configurations x {spec.limit} prompts; target-only step "
@@ -295,7 +299,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
             engines[c.key].generate(prompts[:1], max_new_tokens=4)
         t_block = time.perf_counter()
-        rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new)
+        rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new,
+                         timing_rounds=spec.timing_rounds)
         block = {
             "task": task_name, "batch": b, "split": "eval", "command": command,
             **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),

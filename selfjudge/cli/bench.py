@@ -43,6 +43,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
     ap.add_argument("--threads", type=positive_int, default=1, help="torch threads (1: steadiest on a shared CPU)")
+    ap.add_argument("--timing-rounds", type=positive_int, default=1,
+                    help="time every prompt group this many times, configurations in alternating order "
+                         "(A B C, C B A; use 2 or more when a block's prompts fit in one batch)")
     ap.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="results folder")
     ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
     ap.add_argument("--estimate-only", action="store_true", help="print the expected duration and stop")
@@ -57,7 +60,7 @@ def spec_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in (
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
-        "threads", "out", "force", "estimate_only", "device", "dtype", "rules")}
+        "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
     fields["drafter"] = drafter_name(args.drafter, args.pair)
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])

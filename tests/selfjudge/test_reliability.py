@@ -237,6 +237,12 @@ def test_bench_refuses_a_block_measured_with_other_settings():
     assert any(s.startswith("max_new_tokens=256") for s in stale) and any(s.startswith("prompt_ids") for s in stale)
     assert not any(s.startswith("verifiers") or s.startswith("drafter") for s in stale)  # same file, default drafter
     assert stale_settings({**old, **now}, now) == []
+    assert "timing_rounds" not in old and not any(s.startswith("timing_rounds") for s in stale)  # default: 1
+    repeated = block_settings(MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", timing_rounds=2),
+                              "gsm8k", {}, ["gsm8k/0", "gsm8k/1"])
+    assert [s for s in stale_settings({**old, **now}, repeated) if s.startswith("timing_rounds=1")]
+    with pytest.raises(ValueError, match="timing_rounds"):
+        MatrixSpec(tasks=["gsm8k"], timing_rounds=0)
 
 
 def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_path):

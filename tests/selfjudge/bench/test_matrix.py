@@ -211,3 +211,50 @@ def test_hf_prompt_lookup_baseline_is_lossless_and_batch_one_only(tiny):
     assert by["HF prompt lookup2"]["same_tokens_as_target_only"] and by["HF prompt lookup3"]["same_tokens_as_target_only"]
     with pytest.raises(ValueError, match="batch size 1"):
         wm.HFGenerate(target, tok, prompt_lookup=(2, 2)).generate(prompts[:2], 4)
+
+
+class _Recording:
+    """An engine that logs which configuration ran, then runs the real one."""
+
+    def __init__(self, key, engine, log):
+        self.key, self.engine, self.log = key, engine, log
+
+    def generate(self, prompts, max_new_tokens):
+        self.log.append(self.key)
+        return self.engine.generate(prompts, max_new_tokens=max_new_tokens)
+
+    @property
+    def last_batch_stats(self):
+        return self.engine.last_batch_stats
+
+
+def test_block_alternates_configuration_order_and_repeats_only_the_timing(tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    cfgs = wm.make_configs([2], [2], {"SelfJudge": verifier}, ["all"], [], sweep_ks=[2])
+    engines = wm.build_engines(target, draft, tok, cfgs, {"SelfJudge": verifier})
+    keys = [c.key for c in cfgs]
+    scorer, examples = wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(len(prompts))]
+
+    def run(batch, rounds):
+        log = []
+        recording = {k: _Recording(k, e, log) for k, e in engines.items()}
+        rows = wm.run_block(recording, cfgs, scorer, examples, prompts, batch=batch, max_new_tokens=5,
+                            progress=False, semantic=False, timing_rounds=rounds)
+        return rows, log
+
+    once, log = run(batch=2, rounds=1)  # two prompt groups: A B C then C B A
+    assert log == keys + keys[::-1]
+    one_group, log = run(batch=4, rounds=1)  # one group, one round: nothing alternates
+    assert log == keys
+    twice, log = run(batch=4, rounds=2)  # the second round times the group again in reverse order
+    assert log == keys + keys[::-1]
+    for a, b, c in zip(once, one_group, twice):
+        # greedy outputs, scores and statistics come from the first round only
+        assert a["tokens"] == b["tokens"] == c["tokens"]
+        assert a["per_prompt"]["tokens"] == c["per_prompt"]["tokens"]
+        assert b["mean_accepted_length"] == c["mean_accepted_length"] and b["cycles"] == c["cycles"]
+        assert c["timing_rounds"] == 2 and b["timing_rounds"] == 1
+        assert math.isclose(c["tokens_per_s"], 2 * c["tokens"] / c["wall_s"])
+    with pytest.raises(ValueError, match="timing_rounds"):
+        wm.run_block(engines, cfgs, scorer, examples, prompts, batch=4, max_new_tokens=5, progress=False,
+                     timing_rounds=0)
