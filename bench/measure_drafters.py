@@ -40,12 +40,13 @@ def model_agreement(target, draft, seqs) -> dict:
     return {"agreement": agree / max(n, 1), "tokens": n}
 
 
-def lookup_agreement(vocab_size: int, seqs, min_ngram: int = 1) -> dict:
+def lookup_agreement(vocab_size: int, seqs, min_ngram: int = 1, store=None) -> dict:
     """Prompt lookup's teacher-forced first proposal against the target's next token; a position
-    where it proposes nothing counts as a miss (``agreement``), ``precision`` is over proposals."""
+    where it proposes nothing counts as a miss (``agreement``), ``precision`` is over proposals.
+    ``store``: the n-gram store asked where the context has no match."""
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 
-    drafter = PromptLookupDrafter(vocab_size, min_ngram=min_ngram)
+    drafter = PromptLookupDrafter(vocab_size, min_ngram=min_ngram, store=store)
     agree = proposed = n = 0
     for ids, start in seqs:
         for z, t in zip(drafter.teacher_forced_top1(ids[:start], ids[start:]), ids[start:]):
@@ -86,8 +87,9 @@ def run_block(task_name, prompts, B, drafters, args, target, tok) -> list[dict]:
     for e in engines.values():  # untimed warm-up
         e.generate(prompts[:1], max_new_tokens=4)
     acc = {key: {"tokens": 0, "wall": 0.0, "stats": [], "ids": []} for key in engines}
-    for i in range(0, len(prompts), B):  # interleaved: every configuration on batch i, then batch i+1
-        for key, e in engines.items():
+    order = list(engines.items())
+    for i in range(0, len(prompts), B):  # interleaved: every configuration on batch i, then batch i+1,
+        for key, e in (order if (i // B) % 2 == 0 else order[::-1]):  # in alternating order (A B C, C B A)
             t0 = time.perf_counter()
             out = e.generate(prompts[i:i + B], max_new_tokens=args.max_new_tokens)
             acc[key]["wall"] += time.perf_counter() - t0
@@ -193,6 +195,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lookup-min-ngrams", type=int, nargs="+", default=[1],
                     help="prompt lookup's shortest n-gram (max 3); more than one value runs one drafter each, "
                          "named prompt-lookup-minN")
+    ap.add_argument("--lookup-store", default=None, metavar="FILE",
+                    help="an n-gram store (bench/build_ngram_store.py): every prompt-lookup drafter also runs "
+                         "asking it where the context has no match, named NAME+store")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
@@ -214,6 +219,9 @@ def main(argv=None) -> int:
     drafters = {"model": draft}
     for n in args.lookup_min_ngrams:
         drafters[lookup_name(n, args.lookup_min_ngrams)] = make_drafter("prompt-lookup", target, min_ngram=n)
+        if args.lookup_store:
+            drafters[lookup_name(n, args.lookup_min_ngrams) + "+store"] = make_drafter(
+                "prompt-lookup", target, min_ngram=n, lookup_store=args.lookup_store)
     head = None
     if args.eagle:
         head = load_eagle_head(args.eagle, target)
@@ -227,6 +235,9 @@ def main(argv=None) -> int:
         for n in args.lookup_min_ngrams:
             name = lookup_name(n, args.lookup_min_ngrams)
             result["agreement"][name] = lookup_agreement(int(target.config.vocab_size), seqs, n)
+            if args.lookup_store:
+                result["agreement"][name + "+store"] = lookup_agreement(
+                    int(target.config.vocab_size), seqs, n, drafters[name + "+store"].store)
         print(json.dumps(result["agreement"]), flush=True)
         if args.agreement_only:
             if args.out:

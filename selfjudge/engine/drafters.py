@@ -34,12 +34,13 @@ def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = N
             raise ValueError("target: an EAGLE head drafts from the target's hidden states; pass the target")
         return EagleDrafter(draft, target, draft_vocab=getattr(draft, "draft_vocab", None))
     if isinstance(draft, NgramLookup):
-        return PromptLookupDrafter(draft.vocab_size, max_ngram=draft.max_ngram, min_ngram=draft.min_ngram)
+        return PromptLookupDrafter(draft.vocab_size, max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
+                                   store=draft.store)
     return ModelDrafter(draft, device, draft_vocab)
 
 
 def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | None = None,
-                 max_ngram: int | None = None, min_ngram: int | None = None):
+                 max_ngram: int | None = None, min_ngram: int | None = None, lookup_store=None):
     """What to give :class:`~selfjudge.engine.SpeculativeEngine` as its draft.
 
     ``model``: the standalone ``draft`` model itself (the engine wraps it); ``eagle``: the
@@ -47,8 +48,12 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
     pair, ``selfjudge/assets/drafters/smollm2-135m-eagle``) over ``target``, drafting from the
     head folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model,
     with ``pair``'s settings (:func:`selfjudge.models.pair.default_lookup`: the built-in pair's
-    swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say.
+    swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say,
+    asking the n-gram store file ``lookup_store`` (:mod:`selfjudge.models.ngram_store`) where the
+    context has no match.
     """
+    if lookup_store is not None and name != "prompt-lookup":
+        raise ValueError(f"lookup_store: only prompt lookup asks an n-gram store, got drafter {name!r}")
     if name == "model":
         if draft is None:
             raise ValueError("drafter: 'model' needs a draft model")
@@ -57,6 +62,10 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
         vocab_size = int(target.config.vocab_size)
         lookup = default_lookup(vocab_size, pair)  # pair None or not built in: the class defaults
         given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v is not None}
+        if lookup_store is not None:
+            from selfjudge.models.ngram_store import load_ngram_store
+
+            given["store"] = load_ngram_store(lookup_store, vocab_size)
         return as_drafter(replace(lookup, **given), None)
     if name == "eagle":
         if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)

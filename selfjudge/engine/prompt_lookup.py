@@ -11,6 +11,8 @@ target step.
 
 Input-grounded generations (summaries, code edits, quotes, answers that repeat
 the question's numbers) are where it pays; on free text it mostly proposes nothing.
+An optional :class:`~selfjudge.models.ngram_store.NgramStore` of the target's own
+phrases proposes where the context has no match.
 """
 
 from __future__ import annotations
@@ -42,16 +44,21 @@ class PromptLookupDrafter(Drafter):
         max_ngram, min_ngram: the n-gram lengths tried, longest first (vLLM's
             ``prompt_lookup_max`` / ``prompt_lookup_min``; Hugging Face matches
             ``max_matching_ngram_size`` = 2 by default).
+        store: an :class:`~selfjudge.models.ngram_store.NgramStore` asked where the
+            context has no match (None: propose nothing there).
     """
 
     name = "prompt-lookup"
 
-    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1):
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1, store=None):
         if not 1 <= int(min_ngram) <= int(max_ngram):
             raise ValueError(f"min_ngram and max_ngram must satisfy 1 <= min_ngram <= max_ngram, "
                              f"got {min_ngram}, {max_ngram}")
         self.vocab_size = int(vocab_size)
         self.max_ngram, self.min_ngram = int(max_ngram), int(min_ngram)
+        if store is not None and store.max_token_id >= self.vocab_size:
+            raise ValueError(f"store: proposes token {store.max_token_id}, outside the vocabulary of {self.vocab_size}")
+        self.store = store
         self._history: list[list[int]] = []  # per row: prompt + emitted tokens
         self._device = None
 
@@ -61,8 +68,15 @@ class PromptLookupDrafter(Drafter):
                          for row, mask in zip(input_ids.tolist(), valid.tolist())]
         return 0
 
+    def _proposal(self, history: list[int], k: int) -> list[int]:
+        """The context's continuation, else the store's (see the module doc)."""
+        found = lookup(history, k, self.max_ngram, self.min_ngram)
+        if not found and self.store is not None and k > 0:
+            found = self.store.continuation(history, k)
+        return found
+
     def propose(self, num_tokens: int, temperature: float, generator):
-        found = [lookup(h, num_tokens, self.max_ngram, self.min_ngram) for h in self._history]
+        found = [self._proposal(h, num_tokens) for h in self._history]
         width = max((len(f) for f in found), default=0)
         ids = torch.zeros(len(found), width, dtype=torch.long)  # [B, k'] padded with 0 past each row's count
         for b, f in enumerate(found):
@@ -81,5 +95,4 @@ class PromptLookupDrafter(Drafter):
     def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
         history = list(prompt_ids) + list(response_ids)
         p = len(prompt_ids)
-        return [next(iter(lookup(history[: p + i], 1, self.max_ngram, self.min_ngram)), None)
-                for i in range(len(response_ids))]
+        return [next(iter(self._proposal(history[: p + i], 1)), None) for i in range(len(response_ids))]

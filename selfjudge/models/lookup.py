@@ -10,7 +10,8 @@ a draft model or an EAGLE head.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["NgramLookup", "UNRECORDED_NGRAMS"]
 
@@ -20,12 +21,14 @@ UNRECORDED_NGRAMS = {"max_ngram": 3, "min_ngram": 1}
 
 @dataclass(frozen=True)
 class NgramLookup:
-    """What prompt lookup needs: the target's vocabulary size and the n-gram lengths tried,
-    longest first (vLLM's ``prompt_lookup_max`` / ``prompt_lookup_min``)."""
+    """What prompt lookup needs: the target's vocabulary size, the n-gram lengths tried,
+    longest first (vLLM's ``prompt_lookup_max`` / ``prompt_lookup_min``), and optionally an
+    :class:`~selfjudge.models.ngram_store.NgramStore` asked where the context has no match."""
 
     vocab_size: int
     max_ngram: int = 3
     min_ngram: int = 1
+    store: Any = field(default=None, compare=False)
 
     def __post_init__(self):
         if int(self.vocab_size) < 1:

@@ -1,0 +1,143 @@
+"""Prompt lookup's n-gram store (selfjudge.models.ngram_store): its table against a brute-force
+count, its chained continuations, its file, and the drafter that asks it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import torch
+
+from selfjudge.engine import SpeculativeEngine
+from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+from selfjudge.models.ngram_store import NgramStore, load_ngram_store
+
+SEQS = [[1, 2, 3, 4, 1, 2, 3, 5], [1, 2, 3, 4, 9], [7, 2, 3, 4], [8, 8, 6]]
+
+
+def brute_force_next(seqs, gram, min_count, min_share):
+    """The confident follower of ``gram`` by direct counting (None if there is none)."""
+    n = len(gram)
+    followers = Counter(s[i] for s in seqs for i in range(n, len(s)) if tuple(s[i - n:i]) == tuple(gram))
+    if not followers:
+        return None
+    token, count = followers.most_common(1)[0]
+    return token if count >= min_count and count >= min_share * sum(followers.values()) else None
+
+
+@pytest.mark.parametrize("min_count,min_share", [(1, 0.0), (2, 0.5), (3, 0.6), (1, 0.9)])
+def test_table_keeps_the_confident_follower_of_every_ngram(min_count, min_share):
+    store = NgramStore(SEQS, max_ngram=3, min_ngram=1, min_count=min_count, min_share=min_share)
+    grams = {tuple(s[i - n:i]) for s in SEQS for n in (1, 2, 3) for i in range(n, len(s) + 1)}
+    kept = 0
+    for gram in grams:
+        expect = brute_force_next(SEQS, gram, min_count, min_share)
+        assert store._next.get(gram) == expect, gram
+        kept += expect is not None
+    assert len(store) == kept
+
+
+def test_longest_ngram_first_and_chained_continuations():
+    store = NgramStore(SEQS, max_ngram=3, min_ngram=2, min_count=1, min_share=0.0)
+    # "2 3" is followed by 4 three times and 5 once; the 3-gram "1 2 3" by 4 twice, 5 once
+    assert store.next_token([0, 1, 2, 3]) == 4
+    assert store.next_token([5, 7, 2, 3]) == 4  # the 3-gram "7 2 3" -> 4
+    assert store.next_token([8, 8]) == 6
+    assert store.next_token([6]) is None  # shorter than min_ngram
+    assert store.next_token([0, 5, 5]) is None  # never seen
+    assert store.continuation([9, 1, 2], 4) == [3, 4, 1, 2]  # chained: each guess extends the n-gram
+    assert store.continuation([9, 1, 2], 1) == [3]
+    assert store.continuation([0, 5, 5], 3) == [] and store.continuation([1, 2], 0) == []
+    # with min_share 0.9 "2 3" (4 of its 4+1 continuations: 0.8) is no longer confident
+    strict = NgramStore(SEQS, max_ngram=2, min_ngram=2, min_count=1, min_share=0.9)
+    assert strict.next_token([2, 3]) is None and strict.next_token([3, 4]) is None
+
+
+def test_file_round_trip_and_refusals(tmp_path):
+    store = NgramStore(SEQS, max_ngram=3, min_ngram=2, min_count=1, min_share=0.5, source="toy")
+    path = store.save(tmp_path / "store.safetensors")
+    again = load_ngram_store(path, vocab_size=16)
+    assert again._next == store._next and again.settings() == store.settings() == {
+        "max_ngram": 3, "min_ngram": 2, "min_count": 1, "min_share": 0.5, "tokens": 20, "source": "toy"}
+    with pytest.raises(ValueError, match="vocabulary of 6"):  # it proposes 6 after "8 8": no room in 6 ids
+        load_ngram_store(path, vocab_size=6)
+    with pytest.raises(ValueError, match=r"\.safetensors"):
+        load_ngram_store(tmp_path / "store.pkl")
+    with pytest.raises(FileNotFoundError):
+        load_ngram_store(tmp_path / "missing.safetensors")
+    from safetensors.torch import save_file
+
+    save_file({"tokens": torch.zeros(3, dtype=torch.int32)}, str(tmp_path / "other.safetensors"))
+    with pytest.raises(ValueError, match="not an n-gram store"):
+        load_ngram_store(tmp_path / "other.safetensors")
+    for bad in ({"min_count": 0}, {"min_share": 1.5}, {"min_ngram": 3, "max_ngram": 2}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            NgramStore(SEQS, **bad)
+
+
+def test_drafter_asks_the_store_only_where_the_context_has_no_match():
+    store = NgramStore([[10, 11, 12, 13, 14]], max_ngram=2, min_ngram=2, min_count=1, min_share=0.0)
+    with_store = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=store)
+    alone = PromptLookupDrafter(20, max_ngram=2, min_ngram=2)
+    histories = [[3, 10, 11],  # no repeat in the context: the store continues "10 11"
+                 [10, 11, 5, 10, 11],  # the context's own match wins: 5
+                 [1, 2, 3]]  # neither
+    for drafter in (with_store, alone):
+        ids = torch.nn.utils.rnn.pad_sequence([torch.tensor(h) for h in histories], batch_first=True)
+        valid = torch.nn.utils.rnn.pad_sequence([torch.ones(len(h), dtype=torch.bool) for h in histories],
+                                                batch_first=True)
+        drafter.prefill(ids, valid)
+    ids, probs, counts = with_store.propose(3, 0.0, None)
+    assert probs is None and counts == [3, 3, 0]
+    assert ids[0].tolist() == [12, 13, 14] and ids[1].tolist() == [5, 10, 11]
+    _, _, counts = alone.propose(3, 0.0, None)
+    assert counts == [0, 3, 0]
+    assert with_store.teacher_forced_top1([3, 10], [11, 12, 7]) == [None, 12, 13]
+    with pytest.raises(ValueError, match="store"):  # a store for a larger vocabulary
+        PromptLookupDrafter(12, store=store)
+
+
+def test_engine_with_a_store_is_lossless(tiny):
+    """Greedy standard SD with store proposals (mostly wrong on a random target) writes the
+    target's own tokens, batched and one by one, and the store does propose."""
+    V, N = 48, 16
+    target = tiny.llama(0, vocab_size=V, max_position_embeddings=256)
+    prompts = [[5, 7, 9, 11], [42, 17], [1, 2, 3, 4, 5, 6]]
+    with torch.no_grad():
+        refs = [target.generate(torch.tensor([p]), max_new_tokens=N, do_sample=False, min_new_tokens=N,
+                                pad_token_id=0, eos_token_id=None)[0, len(p):].tolist() for p in prompts]
+    g = torch.Generator().manual_seed(0)
+    store = NgramStore([torch.randint(0, V, (400,), generator=g).tolist()], max_ngram=2, min_ngram=1, min_count=1,
+                       min_share=0.0)
+    eng = SpeculativeEngine(target, PromptLookupDrafter(V, max_ngram=3, min_ngram=3, store=store), None,
+                            num_draft_tokens=3, eos_token_id=[])
+    batched = eng.generate(prompts, max_new_tokens=N)
+    assert [r.token_ids for r in batched] == refs
+    assert [eng.generate([p], max_new_tokens=N)[0].token_ids for p in prompts] == refs
+    assert sum(r.stats.draft_tokens for r in batched) > 0
+
+
+def test_shipped_store_loads_for_the_default_pair():
+    from pathlib import Path
+
+    import selfjudge
+
+    path = Path(selfjudge.__file__).parent / "assets" / "drafters" / "smollm2-135m-self-ngrams.safetensors"
+    store = load_ngram_store(path, vocab_size=49152)
+    report = json.loads((Path(__file__).resolve().parents[3] / "bench" / "results" / "ngram-store.json").read_text())
+    assert len(store) == report["written"]["ngrams"] > 1000
+    assert {k: v for k, v in store.settings().items()} == {k: v for k, v in report["written"].items()
+                                                           if k not in ("path", "ngrams")}
+
+
+def test_make_drafter_loads_a_store_for_prompt_lookup_only(tiny, tmp_path):
+    from selfjudge.engine.drafters import make_drafter
+
+    target = tiny.llama(0, vocab_size=48)
+    path = NgramStore(SEQS, max_ngram=2, min_ngram=2, min_count=1).save(tmp_path / "s.safetensors")
+    drafter = make_drafter("prompt-lookup", target, min_ngram=2, lookup_store=path)
+    assert isinstance(drafter, PromptLookupDrafter) and drafter.store is not None and drafter.min_ngram == 2
+    assert make_drafter("prompt-lookup", target).store is None
+    with pytest.raises(ValueError, match="lookup_store"):
+        make_drafter("model", target, target, lookup_store=path)
