@@ -28,13 +28,16 @@ R=runs   # label folders: runs/sj-gsm8k etc. for the model drafter, runs/sj-gsm8
 S=$([ "$DRAFTER" = model ] && echo "" || echo "-$DRAFTER")
 # prompt lookup's n-gram lengths: the shipped prompt-lookup verifiers were labelled with n-grams 3..1
 # (the default before the sweep chose 3..2); other lengths label into folders named after them
+# and without an n-gram store (LOOKUP_STORE=FILE labels with one, into folders named -store)
 MAX_NGRAM=${MAX_NGRAM:-3}
 MIN_NGRAM=${MIN_NGRAM:-1}
+LOOKUP_STORE=${LOOKUP_STORE:-none}
 L=()
 LS=$S
 if [ "$DRAFTER" = prompt-lookup ]; then
-    L=(--max-ngram "$MAX_NGRAM" --min-ngram "$MIN_NGRAM")
+    L=(--max-ngram "$MAX_NGRAM" --min-ngram "$MIN_NGRAM" --lookup-store "$LOOKUP_STORE")
     [ "$MAX_NGRAM-$MIN_NGRAM" = 3-1 ] || LS="$S-ngrams$MAX_NGRAM-$MIN_NGRAM"
+    [ "$LOOKUP_STORE" = none ] || LS="$LS-store"
 fi
 
 # 1. labels (the same GSM8K prompts for both methods; y written at batch 1 for SelfJudge so that it is

@@ -134,11 +134,13 @@ def lookup_name(min_ngram: int, min_ngrams: list[int]) -> str:
 
 
 def default_record(rows: list[dict], command: str, lookup_min_ngrams: list[int] = (1,), max_ngram: int = 3,
-                   results: str | None = None) -> dict:
+                   results: str | None = None, lookup_store: str | None = None) -> dict:
     """The built-in pair's default drafter: at batch 1, the drafter and K with the highest mean
     speed-up over target-only across the tasks measured (ties: higher mean m). A prompt-lookup
     winner records its n-gram lengths (``lookup``), which :func:`selfjudge.models.pair.default_lookup`
-    reads; ``lookup_min_ngrams``: the shortest n-grams the rows compared (``--lookup-min-ngrams``)."""
+    reads; ``lookup_min_ngrams``: the shortest n-grams the rows compared (``--lookup-min-ngrams``);
+    a ``+store`` winner records the store's file name (``lookup_store``), which must lie beside the
+    record (``selfjudge/assets/drafters/``)."""
     b1 = [r for r in rows if r["batch"] == 1 and r["K"] > 0]
     if not b1:
         raise ValueError("rows: no batch-1 speculative rows to choose a default drafter from")
@@ -151,9 +153,14 @@ def default_record(rows: list[dict], command: str, lookup_min_ngrams: list[int] 
                               sum(c["m"] for c in cell.values()) / len(tasks), cell)
     (drafter, K), (speedup, m, cell) = max(scores.items(), key=lambda kv: kv[1][:2])
     lookup = None
+    with_store = drafter.endswith("+store")
     for n in lookup_min_ngrams:
-        if drafter == lookup_name(n, list(lookup_min_ngrams)):
+        if drafter.removesuffix("+store") == lookup_name(n, list(lookup_min_ngrams)):
             drafter, lookup = "prompt-lookup", {"max_ngram": max_ngram, "min_ngram": n}
+    if with_store:
+        if lookup is None or lookup_store is None:
+            raise ValueError(f"rows: the winner {drafter!r} asks an n-gram store; pass lookup_store")
+        lookup["store"] = Path(lookup_store).name
     record = {"pair": "smollm2-135m", "drafter": drafter, "num_draft_tokens": K,
             "chosen_by": "highest mean tokens/s over target-only at batch 1 across the tasks, greedy standard SD",
             "mean_x_target_only": speedup, "mean_m": m,
@@ -279,7 +286,11 @@ def main(argv=None) -> int:
     result["best"] = best_configurations(rows)
     print(json.dumps(result["best"]), flush=True)
     if args.write_default:
-        record = default_record(rows, result["command"], args.lookup_min_ngrams, results=args.out)
+        record = default_record(rows, result["command"], args.lookup_min_ngrams, results=args.out,
+                                lookup_store=args.lookup_store)
+        if "store" in record.get("lookup", {}) and \
+                not (Path(args.write_default).parent / record["lookup"]["store"]).is_file():
+            raise SystemExit(f"--lookup-store: {args.lookup_store} must lie beside {args.write_default}")
         Path(args.write_default).write_text(json.dumps(record, indent=1) + "\n")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

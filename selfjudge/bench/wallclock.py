@@ -67,6 +67,7 @@ class MatrixSpec:
     rules: list[str] = field(default_factory=list)  # training-free lossy rules swept at sweep_ks (matrix.RULE_SWEEPS)
     drafter: str = "model"  # "model" (the pair's draft), "eagle" (eagle_dir) or "prompt-lookup"
     eagle_dir: str | None = None
+    lookup_store: str | None = None  # prompt lookup's n-gram store: None the pair's, "none" no store, or a file
     hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
     threads: int = 1
     timing_rounds: int = 1  # times every prompt group is timed (configurations in alternating order)
@@ -167,13 +168,22 @@ def file_digest(path: str | Path) -> str | None:
 
 
 def _lookup_settings(spec: MatrixSpec) -> dict | None:
-    """Prompt lookup's n-gram lengths when it drafts (they change every speculative number), else None."""
+    """Prompt lookup's n-gram lengths and n-gram store (its fingerprint; absent without one) when it
+    drafts (they change every speculative number), else None."""
     if spec.drafter != "prompt-lookup":
         return None
     from selfjudge.models.pair import default_lookup
 
     lookup = default_lookup(1, spec.pair)
-    return {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram}
+    store = lookup.store
+    if spec.lookup_store is not None:
+        from selfjudge.models.ngram_store import load_ngram_store
+
+        store = None if spec.lookup_store == "none" else load_ngram_store(spec.lookup_store)
+    settings = {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram}
+    if store is not None:
+        settings["store"] = store.fingerprint()
+    return settings
 
 
 def _device_name(device: str) -> str:
@@ -249,7 +259,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     from selfjudge.engine.drafters import make_drafter
 
     target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype, drafter="model")
-    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair)
+    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair,
+                           lookup_store=spec.lookup_store)
     hidden = int(target.config.hidden_size)
     from selfjudge.folders import lock_folder
 

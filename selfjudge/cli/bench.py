@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from selfjudge.cli.common import add_device_arguments, ArgumentParser, add_command, add_drafter_arguments, drafter_name, positive_int
+from selfjudge.cli.common import (ArgumentParser, add_command, add_device_arguments, add_drafter_arguments,
+                                  add_lookup_store_argument, drafter_name, positive_int)
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -39,6 +40,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",
                           eagle_dest="eagle_dir")
+    add_lookup_store_argument(ap)
     add_device_arguments(ap)
     ap.add_argument("--hf-baselines", action="store_true",
                     help="batch-1 blocks also run Hugging Face generate and assisted generation (same draft)")
@@ -59,9 +61,11 @@ def spec_from_args(args: argparse.Namespace):
 
     fields = {k: getattr(args, k) for k in (
         "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
-        "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "hf_baselines",
+        "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "lookup_store", "hf_baselines",
         "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
     fields["drafter"] = drafter_name(args.drafter, args.pair)
+    if args.lookup_store is not None and fields["drafter"] != "prompt-lookup":
+        raise ValueError(f"--lookup-store only applies to --drafter prompt-lookup, not {fields['drafter']!r}")
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:

@@ -84,24 +84,35 @@ def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest
                              "(default: the head shipped for the default pair)")
 
 
+def add_lookup_store_argument(parser: argparse.ArgumentParser) -> None:
+    """``--lookup-store FILE|none``: prompt lookup's n-gram store (default: the pair's record)."""
+    parser.add_argument("--lookup-store", default=None, metavar="FILE|none",
+                        help="prompt lookup: the n-gram store asked where the context has no match "
+                             "(bench/build_ngram_store.py; default: the pair's record; none: no store)")
+
+
 def add_lookup_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--max-ngram`` / ``--min-ngram``: prompt lookup's n-gram lengths, for a run that must keep
-    lengths other than the pair's recorded ones (e.g. resuming a label run made before they changed)."""
+    """``--max-ngram`` / ``--min-ngram`` / ``--lookup-store``: prompt lookup's settings, for a run that
+    must keep settings other than the pair's recorded ones (e.g. resuming a label run made before
+    they changed)."""
     parser.add_argument("--max-ngram", type=positive_int, default=None,
                         help="prompt lookup: longest n-gram matched (default: the pair's record, 3)")
     parser.add_argument("--min-ngram", type=positive_int, default=None,
                         help="prompt lookup: shortest n-gram matched (default: the pair's record, "
                              "selfjudge/assets/drafters/default.json)")
+    add_lookup_store_argument(parser)
 
 
-def lookup_lengths(args: argparse.Namespace) -> dict[str, int]:
-    """The ``max_ngram``/``min_ngram`` given on the command line (for ``make_drafter``); refused by
-    name unless the drafter is prompt lookup, where they would silently do nothing."""
-    given = {k: getattr(args, k) for k in ("max_ngram", "min_ngram") if getattr(args, k, None) is not None}
+def lookup_lengths(args: argparse.Namespace) -> dict:
+    """The ``max_ngram``/``min_ngram``/``lookup_store`` given on the command line (for
+    ``make_drafter``); refused by name unless the drafter is prompt lookup, where they would
+    silently do nothing."""
+    given = {k: getattr(args, k) for k in ("max_ngram", "min_ngram", "lookup_store")
+             if getattr(args, k, None) is not None}
     if given and args.drafter != "prompt-lookup":
         flags = " and ".join("--" + k.replace("_", "-") for k in given)
         raise ValueError(f"{flags} only apply to --drafter prompt-lookup, not {args.drafter!r}")
-    if len(given) == 2 and given["min_ngram"] > given["max_ngram"]:
+    if "min_ngram" in given and "max_ngram" in given and given["min_ngram"] > given["max_ngram"]:
         raise ValueError(f"--min-ngram ({given['min_ngram']}) must not exceed --max-ngram ({given['max_ngram']})")
     return given
 
@@ -115,15 +126,20 @@ def drafter_name(drafter: str | None, pair: str, draft: str | None = None) -> st
 
 def lookup_suffix(drafter) -> str:
     """What a label run's draft id adds for prompt lookup with n-gram lengths other than 3..1 (the
-    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``; "" otherwise. A run
-    resumed with other lengths is then refused, since its mismatches differ."""
+    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``, and with an n-gram
+    store (``":store-<fingerprint>"``); "" otherwise. A run resumed with other settings is then
+    refused, since its mismatches differ."""
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
     from selfjudge.models.lookup import UNRECORDED_NGRAMS
 
-    if isinstance(drafter, PromptLookupDrafter) and \
-            {"max_ngram": drafter.max_ngram, "min_ngram": drafter.min_ngram} != UNRECORDED_NGRAMS:
-        return f":ngrams{drafter.max_ngram}-{drafter.min_ngram}"
-    return ""
+    if not isinstance(drafter, PromptLookupDrafter):
+        return ""
+    suffix = ""
+    if {"max_ngram": drafter.max_ngram, "min_ngram": drafter.min_ngram} != UNRECORDED_NGRAMS:
+        suffix += f":ngrams{drafter.max_ngram}-{drafter.min_ngram}"
+    if drafter.store is not None:
+        suffix += f":store-{drafter.store.fingerprint()}"
+    return suffix
 
 
 def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:

@@ -48,9 +48,10 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
     pair, ``selfjudge/assets/drafters/smollm2-135m-eagle``) over ``target``, drafting from the
     head folder's sub-vocabulary if it ships one; ``prompt-lookup``: n-gram matches, no model,
     with ``pair``'s settings (:func:`selfjudge.models.pair.default_lookup`: the built-in pair's
-    swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say,
-    asking the n-gram store file ``lookup_store`` (:mod:`selfjudge.models.ngram_store`) where the
-    context has no match.
+    swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say.
+    ``lookup_store``: the n-gram store asked where the context has no match
+    (:mod:`selfjudge.models.ngram_store`): None keeps the pair's (the built-in pair records one),
+    ``"none"`` asks none, a path loads that file.
     """
     if lookup_store is not None and name != "prompt-lookup":
         raise ValueError(f"lookup_store: only prompt lookup asks an n-gram store, got drafter {name!r}")
@@ -62,7 +63,9 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
         vocab_size = int(target.config.vocab_size)
         lookup = default_lookup(vocab_size, pair)  # pair None or not built in: the class defaults
         given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v is not None}
-        if lookup_store is not None:
+        if lookup_store is not None and str(lookup_store) == "none":
+            given["store"] = None
+        elif lookup_store is not None:
             from selfjudge.models.ngram_store import load_ngram_store
 
             given["store"] = load_ngram_store(lookup_store, vocab_size)

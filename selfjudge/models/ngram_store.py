@@ -100,6 +100,17 @@ class NgramStore:
             tail = (tail + [token])[-self.max_ngram:]
         return out
 
+    def fingerprint(self) -> str:
+        """16 hex digits of the sha256 of what the proposals depend on (the sequences and the
+        confidence settings): label runs and bench blocks record it, so two stores never mix."""
+        import hashlib
+
+        if getattr(self, "_fingerprint", None) is None:
+            digest = hashlib.sha256(json.dumps([self.max_ngram, self.min_ngram, self.min_count, self.min_share,
+                                                self.sequences]).encode())
+            self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
+
     def settings(self) -> dict:
         """What the store's proposals depend on (recorded by benchmarks and label runs)."""
         return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram, "min_count": self.min_count,

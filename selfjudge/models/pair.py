@@ -45,9 +45,9 @@ def _default_drafter_record() -> dict:
     record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
     if record.get("drafter") not in DRAFTER_KINDS:
         raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {record.get('drafter')!r}")
-    unknown = set(record.get("lookup", {})) - {"max_ngram", "min_ngram"}
+    unknown = set(record.get("lookup", {})) - {"max_ngram", "min_ngram", "store"}
     if unknown:
-        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: lookup takes max_ngram and min_ngram, got {sorted(unknown)}")
+        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: lookup takes max_ngram, min_ngram and store, got {sorted(unknown)}")
     return record
 
 
@@ -148,15 +148,22 @@ def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) ->
 
 
 def default_lookup(vocab_size: int, name_or_target: str | None = DEFAULT_PAIR):
-    """Prompt lookup's n-gram settings for a pair, as an :class:`~selfjudge.models.lookup.NgramLookup`:
-    for the built-in pair the swept best (``assets/drafters/default.json``'s ``lookup``), for any
-    other target the class defaults (n-grams of 3 down to 1)."""
+    """Prompt lookup's settings for a pair, as an :class:`~selfjudge.models.lookup.NgramLookup`:
+    for the built-in pair the swept best (``assets/drafters/default.json``'s ``lookup``: n-gram
+    lengths and the n-gram store, a file beside the record, asked where the context has no match),
+    for any other target the class defaults (n-grams of 3 down to 1, no store)."""
     from .lookup import NgramLookup
 
     if name_or_target != DEFAULT_PAIR:
         return NgramLookup(int(vocab_size))
-    settings = _default_drafter_record().get("lookup", {})
-    return NgramLookup(int(vocab_size), **{k: int(v) for k, v in settings.items()})
+    settings = dict(_default_drafter_record().get("lookup", {}))
+    store = settings.pop("store", None)
+    if store is not None:
+        from .ngram_store import load_ngram_store
+
+        # vocab_size 1: a caller that wants the settings only (the bench records them), no vocabulary check
+        store = load_ngram_store(DEFAULT_DRAFTER_FILE.parent / store, None if vocab_size <= 1 else int(vocab_size))
+    return NgramLookup(int(vocab_size), **{k: int(v) for k, v in settings.items()}, store=store)
 
 
 def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | None = None) -> int:

@@ -50,3 +50,16 @@ def test_draft_folder_takes_hf_folders_as_they_are_and_refuses_others_by_name(be
     assert mod.draft_folder(str(tmp_path / "hf")) == str(tmp_path / "hf")
     with pytest.raises(FileNotFoundError, match="--draft: .* neither config.json nor an exported draft.json"):
         mod.draft_folder(str(tmp_path))
+
+
+def test_a_winner_with_an_ngram_store_records_the_store_file(bench_script):
+    mod = bench_script("measure_drafters")
+    rows = [row("gsm8k", "prompt-lookup", 3, 1.1, 1.4), row("sharegpt", "prompt-lookup", 3, 1.2, 1.4),
+            row("gsm8k", "prompt-lookup+store", 3, 1.3, 1.8), row("sharegpt", "prompt-lookup+store", 3, 1.2, 1.6)]
+    rec = mod.default_record(rows, "cmd", [2], lookup_store="some/dir/store.safetensors")
+    assert rec["drafter"] == "prompt-lookup"
+    assert rec["lookup"] == {"max_ngram": 3, "min_ngram": 2, "store": "store.safetensors"}
+    assert rec["others"]["prompt-lookup@K3"] == pytest.approx(1.15)
+    with pytest.raises(ValueError, match="lookup_store"):
+        mod.default_record(rows, "cmd", [2])
+    assert "store" not in mod.default_record(rows[:2], "cmd", [2])["lookup"]

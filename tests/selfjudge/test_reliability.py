@@ -264,11 +264,25 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     assert stale_settings(old, block_settings(spec, "gsm8k", {}, ["gsm8k/0"])) == []
     model = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
     assert block_settings(model, "gsm8k", {}, ["gsm8k/0"])["lookup"] is None
+    # a record with an n-gram store: its fingerprint joins the settings; blocks without one are stale
+    from selfjudge.models.ngram_store import NgramStore
+
+    store = NgramStore([[5, 6, 7, 5, 6, 8]], min_count=1)
+    store.save(tmp_path / "store.safetensors")
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1, "store": "store.safetensors"}}))
+    with_store = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert with_store["lookup"] == {"max_ngram": 3, "min_ngram": 1, "store": store.fingerprint()}
+    assert [s for s in stale_settings(old, with_store) if s.startswith("lookup")]
+    assert stale_settings({**old, **with_store}, with_store) == []
+    without = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup",
+                         lookup_store="none")
+    assert stale_settings(old, block_settings(without, "gsm8k", {}, ["gsm8k/0"])) == []
 
 
 def test_committed_default_drafter_blocks_match_the_default_record():
     """The README's default-drafter harness (bench/results/rules-default) was measured with the
-    n-gram lengths the default record gives today: a changed record must come with a rerun."""
+    n-gram lengths the default record gives today, without an n-gram store (the store came after;
+    the README says so): a changed record must come with a rerun."""
     from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
 
     root = Path(__file__).resolve().parents[2] / "bench" / "results" / "rules-default" / "blocks"
@@ -277,7 +291,7 @@ def test_committed_default_drafter_blocks_match_the_default_record():
     for path in paths:
         block = json.loads(path.read_text())
         spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
-                          device="cpu", drafter=block["drafter"], rules=block["rules"])
+                          device="cpu", drafter=block["drafter"], rules=block["rules"], lookup_store="none")
         now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
         assert stale_settings(block, now) == [], path
 

@@ -21,6 +21,26 @@ def test_lookup_lengths_pass_through_for_prompt_lookup_only():
         lookup_lengths(argparse.Namespace(drafter="eagle", max_ngram=None, min_ngram=1))
     with pytest.raises(ValueError, match=r"--min-ngram \(4\) must not exceed --max-ngram \(3\)"):
         lookup_lengths(argparse.Namespace(drafter="prompt-lookup", max_ngram=3, min_ngram=4))
+    store = argparse.Namespace(drafter="prompt-lookup", max_ngram=None, min_ngram=None, lookup_store="none")
+    assert lookup_lengths(store) == {"lookup_store": "none"}
+    with pytest.raises(ValueError, match="--lookup-store only apply to --drafter prompt-lookup, not 'model'"):
+        lookup_lengths(argparse.Namespace(drafter="model", max_ngram=None, min_ngram=None, lookup_store="x"))
+
+
+def test_label_draft_ids_name_the_ngram_store(tmp_path):
+    """A label run's draft id names the store's fingerprint, so a run resumed with another store (or
+    none) is refused; two stores of other data differ, the same data saved twice does not."""
+    from selfjudge.cli.common import lookup_suffix
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+    from selfjudge.models.ngram_store import NgramStore, load_ngram_store
+
+    a, b = NgramStore([[1, 2, 3, 1, 2, 4]], min_count=1), NgramStore([[1, 2, 3, 1, 2, 5]], min_count=1)
+    again = load_ngram_store(a.save(tmp_path / "a.safetensors"))
+    assert lookup_suffix(PromptLookupDrafter(8)) == ""
+    assert lookup_suffix(PromptLookupDrafter(8, min_ngram=2)) == ":ngrams3-2"
+    with_a = lookup_suffix(PromptLookupDrafter(8, min_ngram=2, store=a))
+    assert with_a == f":ngrams3-2:store-{a.fingerprint()}" == lookup_suffix(PromptLookupDrafter(8, min_ngram=2, store=again))
+    assert with_a != lookup_suffix(PromptLookupDrafter(8, min_ngram=2, store=b))
 
 
 @pytest.mark.parametrize("command", [["label", "--task", "gsm8k", "--tau", "0"], ["autojudge-label", "--task", "gsm8k"]])
@@ -70,3 +90,13 @@ def test_distill_text_provenance_is_name_and_content(tmp_path):
     assert here["text"] == "train-text.jsonl" and len(here["text_sha256"]) == 16 and "heldout_text" not in here
     (tmp_path / "b" / "train-text.jsonl").write_text(line * 2)
     assert here != text_provenance({"text": str(tmp_path / "b" / "train-text.jsonl"), "heldout_text": None})
+
+
+def test_bench_takes_a_lookup_store_for_prompt_lookup_only(capsys):
+    from selfjudge.cli.bench import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--drafter", "model", "--lookup-store", "none"])
+    assert "--lookup-store only applies to --drafter prompt-lookup" in capsys.readouterr().err
+    assert parse_args(["--drafter", "prompt-lookup", "--lookup-store", "none"]).lookup_store == "none"
+    assert parse_args(["--drafter", "prompt-lookup"]).lookup_store is None
