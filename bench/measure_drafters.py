@@ -153,14 +153,19 @@ def default_record(rows: list[dict], command: str, lookup_min_ngrams: list[int] 
                               sum(c["m"] for c in cell.values()) / len(tasks), cell)
     (drafter, K), (speedup, m, cell) = max(scores.items(), key=lambda kv: kv[1][:2])
     lookup = None
-    with_store = drafter.endswith("+store")
+    base, with_store, gate = drafter, False, None
+    if "+store" in drafter:
+        base, _, tail = drafter.partition("+store")
+        with_store, gate = True, (float(tail.removeprefix("-g")) if tail else None)
     for n in lookup_min_ngrams:
-        if drafter.removesuffix("+store") == lookup_name(n, list(lookup_min_ngrams)):
+        if base == lookup_name(n, list(lookup_min_ngrams)):
             drafter, lookup = "prompt-lookup", {"max_ngram": max_ngram, "min_ngram": n}
     if with_store:
         if lookup is None or lookup_store is None:
             raise ValueError(f"rows: the winner {drafter!r} asks an n-gram store; pass lookup_store")
         lookup["store"] = Path(lookup_store).name
+        if gate is not None:
+            lookup["store_min_accepted"] = gate
     record = {"pair": "smollm2-135m", "drafter": drafter, "num_draft_tokens": K,
             "chosen_by": "highest mean tokens/s over target-only at batch 1 across the tasks, greedy standard SD",
             "mean_x_target_only": speedup, "mean_m": m,
@@ -205,6 +210,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lookup-store", default=None, metavar="FILE",
                     help="an n-gram store (bench/build_ngram_store.py): every prompt-lookup drafter also runs "
                          "asking it where the context has no match, named NAME+store")
+    ap.add_argument("--store-min-accepted", type=float, nargs="*", default=[],
+                    help="with --lookup-store: also run each store drafter gated at these mean kept tokens per "
+                         "store proposal (named NAME+store-gX)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--ks", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--threads", type=int, default=1)
@@ -229,6 +237,9 @@ def main(argv=None) -> int:
         if args.lookup_store:
             drafters[lookup_name(n, args.lookup_min_ngrams) + "+store"] = make_drafter(
                 "prompt-lookup", target, min_ngram=n, lookup_store=args.lookup_store)
+            for g in args.store_min_accepted:
+                drafters[lookup_name(n, args.lookup_min_ngrams) + f"+store-g{g:g}"] = make_drafter(
+                    "prompt-lookup", target, min_ngram=n, lookup_store=args.lookup_store, store_min_accepted=g)
     head = None
     if args.eagle:
         head = load_eagle_head(args.eagle, target)

@@ -183,6 +183,8 @@ def _lookup_settings(spec: MatrixSpec) -> dict | None:
     settings = {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram}
     if store is not None:
         settings["store"] = store.fingerprint()
+        if lookup.store_min_accepted is not None:
+            settings["store_min_accepted"] = lookup.store_min_accepted
     return settings
 
 

@@ -35,12 +35,13 @@ def as_drafter(draft, device: torch.device, draft_vocab: torch.Tensor | None = N
         return EagleDrafter(draft, target, draft_vocab=getattr(draft, "draft_vocab", None))
     if isinstance(draft, NgramLookup):
         return PromptLookupDrafter(draft.vocab_size, max_ngram=draft.max_ngram, min_ngram=draft.min_ngram,
-                                   store=draft.store)
+                                   store=draft.store, store_min_accepted=draft.store_min_accepted)
     return ModelDrafter(draft, device, draft_vocab)
 
 
 def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | None = None,
-                 max_ngram: int | None = None, min_ngram: int | None = None, lookup_store=None):
+                 max_ngram: int | None = None, min_ngram: int | None = None, lookup_store=None,
+                 store_min_accepted: float | None = None):
     """What to give :class:`~selfjudge.engine.SpeculativeEngine` as its draft.
 
     ``model``: the standalone ``draft`` model itself (the engine wraps it); ``eagle``: the
@@ -51,7 +52,8 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
     swept best; None: the :class:`NgramLookup` defaults) unless ``max_ngram``/``min_ngram`` say.
     ``lookup_store``: the n-gram store asked where the context has no match
     (:mod:`selfjudge.models.ngram_store`): None keeps the pair's (the built-in pair records one),
-    ``"none"`` asks none, a path loads that file.
+    ``"none"`` asks none, a path loads that file; ``store_min_accepted``: see
+    :class:`~selfjudge.engine.prompt_lookup.PromptLookupDrafter` (None: the pair's).
     """
     if lookup_store is not None and name != "prompt-lookup":
         raise ValueError(f"lookup_store: only prompt lookup asks an n-gram store, got drafter {name!r}")
@@ -62,7 +64,8 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
     if name == "prompt-lookup":
         vocab_size = int(target.config.vocab_size)
         lookup = default_lookup(vocab_size, pair)  # pair None or not built in: the class defaults
-        given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram)) if v is not None}
+        given = {k: v for k, v in (("max_ngram", max_ngram), ("min_ngram", min_ngram),
+                                   ("store_min_accepted", store_min_accepted)) if v is not None}
         if lookup_store is not None and str(lookup_store) == "none":
             given["store"] = None
         elif lookup_store is not None:

@@ -12,7 +12,10 @@ target step.
 Input-grounded generations (summaries, code edits, quotes, answers that repeat
 the question's numbers) are where it pays; on free text it mostly proposes nothing.
 An optional :class:`~selfjudge.models.ngram_store.NgramStore` of the target's own
-phrases proposes where the context has no match.
+phrases proposes where the context has no match. With ``store_min_accepted`` a row
+stops asking the store once its proposals have been tried ``store_min_tries`` times
+and kept fewer than that many tokens on average (a store made from other tasks' text
+is mostly wrong there, and a wrong proposal costs a verify forward).
 """
 
 from __future__ import annotations
@@ -46,11 +49,15 @@ class PromptLookupDrafter(Drafter):
             ``max_matching_ngram_size`` = 2 by default).
         store: an :class:`~selfjudge.models.ngram_store.NgramStore` asked where the
             context has no match (None: propose nothing there).
+        store_min_accepted: the fewest draft tokens a row's store proposals must keep on
+            average for the row to go on asking it (None: always ask).
+        store_min_tries: store proposals a row makes before that average is judged.
     """
 
     name = "prompt-lookup"
 
-    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1, store=None):
+    def __init__(self, vocab_size: int, max_ngram: int = 3, min_ngram: int = 1, store=None,
+                 store_min_accepted: float | None = None, store_min_tries: int = 4):
         if not 1 <= int(min_ngram) <= int(max_ngram):
             raise ValueError(f"min_ngram and max_ngram must satisfy 1 <= min_ngram <= max_ngram, "
                              f"got {min_ngram}, {max_ngram}")
@@ -59,24 +66,47 @@ class PromptLookupDrafter(Drafter):
         if store is not None and store.max_token_id >= self.vocab_size:
             raise ValueError(f"store: proposes token {store.max_token_id}, outside the vocabulary of {self.vocab_size}")
         self.store = store
+        if store_min_accepted is not None and not float(store_min_accepted) >= 0:
+            raise ValueError(f"store_min_accepted must be >= 0 or None, got {store_min_accepted}")
+        if int(store_min_tries) < 1:
+            raise ValueError(f"store_min_tries must be >= 1, got {store_min_tries}")
+        self.store_min_accepted = None if store_min_accepted is None else float(store_min_accepted)
+        self.store_min_tries = int(store_min_tries)
         self._history: list[list[int]] = []  # per row: prompt + emitted tokens
+        self._asked_store: list[bool] = []  # per row: the last proposal came from the store
+        self._store_tries: list[int] = []  # per row: store proposals verified
+        self._store_kept: list[int] = []  # per row: draft tokens those proposals kept
         self._device = None
 
     def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
         self._device = input_ids.device
         self._history = [[t for t, ok in zip(row, mask) if ok]
                          for row, mask in zip(input_ids.tolist(), valid.tolist())]
+        B = len(self._history)
+        self._asked_store, self._store_tries, self._store_kept = [False] * B, [0] * B, [0] * B
         return 0
 
-    def _proposal(self, history: list[int], k: int) -> list[int]:
-        """The context's continuation, else the store's (see the module doc)."""
+    def store_open(self, row: int) -> bool:
+        """Whether row ``row`` still asks the store (see ``store_min_accepted``)."""
+        if self.store is None:
+            return False
+        tries = self._store_tries[row] if row < len(self._store_tries) else 0
+        if self.store_min_accepted is None or tries < self.store_min_tries:
+            return True
+        return self._store_kept[row] >= self.store_min_accepted * tries
+
+    def _proposal(self, history: list[int], k: int, ask_store: bool) -> tuple[list[int], bool]:
+        """The context's continuation, else (``ask_store``) the store's; and whether it is the store's."""
         found = lookup(history, k, self.max_ngram, self.min_ngram)
-        if not found and self.store is not None and k > 0:
+        if not found and ask_store and k > 0:
             found = self.store.continuation(history, k)
-        return found
+            return found, bool(found)
+        return found, False
 
     def propose(self, num_tokens: int, temperature: float, generator):
-        found = [self._proposal(h, num_tokens) for h in self._history]
+        proposals = [self._proposal(h, num_tokens, self.store_open(b)) for b, h in enumerate(self._history)]
+        found = [f for f, _ in proposals]
+        self._asked_store = [from_store for _, from_store in proposals]
         width = max((len(f) for f in found), default=0)
         ids = torch.zeros(len(found), width, dtype=torch.long)  # [B, k'] padded with 0 past each row's count
         for b, f in enumerate(found):
@@ -86,13 +116,23 @@ class PromptLookupDrafter(Drafter):
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
                  emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:
-        for history, new in zip(self._history, emitted_host):
+        for b, (history, new) in enumerate(zip(self._history, emitted_host)):
             history.extend(new)
+            if b < len(self._asked_store) and self._asked_store[b]:
+                self._store_tries[b] += 1
+                self._store_kept[b] += len(new) - 1  # kept drafts; the last token is the target's
+        self._asked_store = [False] * len(self._history)
 
     def select(self, rows: torch.Tensor) -> None:
-        self._history = [self._history[r] for r in rows.tolist()]
+        keep = rows.tolist()
+        self._history = [self._history[r] for r in keep]
+        self._asked_store = [self._asked_store[r] for r in keep]
+        self._store_tries = [self._store_tries[r] for r in keep]
+        self._store_kept = [self._store_kept[r] for r in keep]
 
     def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
         history = list(prompt_ids) + list(response_ids)
         p = len(prompt_ids)
-        return [next(iter(self._proposal(history[: p + i], 1)), None) for i in range(len(response_ids))]
+        # teacher-forced, every position may ask the store: the mismatches of any gated run are among these
+        return [next(iter(self._proposal(history[: p + i], 1, self.store is not None)[0]), None)
+                for i in range(len(response_ids))]

@@ -29,6 +29,7 @@ class NgramLookup:
     max_ngram: int = 3
     min_ngram: int = 1
     store: Any = field(default=None, compare=False)
+    store_min_accepted: float | None = None  # a row stops asking a store that keeps fewer tokens per proposal
 
     def __post_init__(self):
         if int(self.vocab_size) < 1:

@@ -45,9 +45,10 @@ def _default_drafter_record() -> dict:
     record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
     if record.get("drafter") not in DRAFTER_KINDS:
         raise ValueError(f"{DEFAULT_DRAFTER_FILE}: drafter must be one of {DRAFTER_KINDS}, got {record.get('drafter')!r}")
-    unknown = set(record.get("lookup", {})) - {"max_ngram", "min_ngram", "store"}
+    unknown = set(record.get("lookup", {})) - {"max_ngram", "min_ngram", "store", "store_min_accepted"}
     if unknown:
-        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: lookup takes max_ngram, min_ngram and store, got {sorted(unknown)}")
+        raise ValueError(f"{DEFAULT_DRAFTER_FILE}: lookup takes max_ngram, min_ngram, store and store_min_accepted, "
+                         f"got {sorted(unknown)}")
     return record
 
 
@@ -158,12 +159,14 @@ def default_lookup(vocab_size: int, name_or_target: str | None = DEFAULT_PAIR):
         return NgramLookup(int(vocab_size))
     settings = dict(_default_drafter_record().get("lookup", {}))
     store = settings.pop("store", None)
+    min_accepted = settings.pop("store_min_accepted", None)
     if store is not None:
         from .ngram_store import load_ngram_store
 
         # vocab_size 1: a caller that wants the settings only (the bench records them), no vocabulary check
         store = load_ngram_store(DEFAULT_DRAFTER_FILE.parent / store, None if vocab_size <= 1 else int(vocab_size))
-    return NgramLookup(int(vocab_size), **{k: int(v) for k, v in settings.items()}, store=store)
+    return NgramLookup(int(vocab_size), **{k: int(v) for k, v in settings.items()}, store=store,
+                       store_min_accepted=None if min_accepted is None else float(min_accepted))
 
 
 def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | None = None) -> int:

@@ -141,3 +141,29 @@ def test_make_drafter_loads_a_store_for_prompt_lookup_only(tiny, tmp_path):
     assert make_drafter("prompt-lookup", target).store is None
     with pytest.raises(ValueError, match="lookup_store"):
         make_drafter("model", target, target, lookup_store=path)
+
+
+def test_a_row_stops_asking_a_store_whose_proposals_are_not_kept():
+    """The gate counts the drafts each row's store proposals kept; after ``store_min_tries`` tries
+    a row below ``store_min_accepted`` per try proposes nothing from the store, the others go on."""
+    store = NgramStore([[10, 11, 12, 13]], max_ngram=2, min_ngram=2, min_count=1, min_share=0.0)
+    drafter = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=store, store_min_accepted=1.0, store_min_tries=2)
+    drafter.prefill(torch.tensor([[3, 10, 11], [4, 10, 11]]), torch.ones(2, 3, dtype=torch.bool))
+    for _ in range(2):  # row 0 keeps nothing of [12, 13]; row 1 keeps both drafts, then returns to "10 11"
+        ids, _, counts = drafter.propose(2, 0.0, None)
+        assert counts == [2, 2] and ids[0].tolist() == [12, 13]
+        drafter.rollback(torch.tensor([0, 2]), 3, None, [[5], [12, 13, 0]])
+        drafter._history = [[3, 10, 11], [4, 10, 11]]  # back to the store's n-gram, nothing repeated
+    assert not drafter.store_open(0) and drafter.store_open(1)
+    _, _, counts = drafter.propose(2, 0.0, None)
+    assert counts == [0, 2]
+    drafter.select(torch.tensor([1]))  # rows leave: the counts follow their rows
+    assert drafter.store_open(0) and drafter._store_tries == [2] and drafter._store_kept == [4]
+    ungated = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=store)
+    ungated.prefill(torch.tensor([[3, 10, 11]]), torch.ones(1, 3, dtype=torch.bool))
+    for _ in range(3):
+        assert ungated.propose(2, 0.0, None)[2] == [2]
+        ungated.rollback(torch.tensor([0]), 1, None, [[5]])
+        ungated._history = [[3, 10, 11]]
+    with pytest.raises(ValueError, match="store_min_tries"):
+        PromptLookupDrafter(20, store=store, store_min_tries=0)
