@@ -63,3 +63,11 @@ def test_a_winner_with_an_ngram_store_records_the_store_file(bench_script):
     with pytest.raises(ValueError, match="lookup_store"):
         mod.default_record(rows, "cmd", [2])
     assert "store" not in mod.default_record(rows[:2], "cmd", [2])["lookup"]
+
+
+def test_a_gated_store_winner_records_its_gate(bench_script):
+    mod = bench_script("measure_drafters")
+    rows = [row("gsm8k", "prompt-lookup+store", 3, 1.1, 1.8), row("sharegpt", "prompt-lookup+store", 3, 1.1, 1.6),
+            row("gsm8k", "prompt-lookup+store-g0.5", 3, 1.3, 1.7), row("sharegpt", "prompt-lookup+store-g0.5", 3, 1.2, 1.5)]
+    rec = mod.default_record(rows, "cmd", [2], lookup_store="store.safetensors")
+    assert rec["lookup"] == {"max_ngram": 3, "min_ngram": 2, "store": "store.safetensors", "store_min_accepted": 0.5}

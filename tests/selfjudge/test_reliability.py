@@ -277,6 +277,11 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     without = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup",
                          lookup_store="none")
     assert stale_settings(old, block_settings(without, "gsm8k", {}, ["gsm8k/0"])) == []
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1, "store": "store.safetensors",
+                                                     "store_min_accepted": 1.0}}))
+    assert pair_mod.default_lookup(16).store_min_accepted == 1.0 and pair_mod.default_lookup(16).store is not None
+    gated = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert gated["lookup"]["store_min_accepted"] == 1.0 and stale_settings({**old, **with_store}, gated)
 
 
 def test_committed_default_drafter_blocks_match_the_default_record():
