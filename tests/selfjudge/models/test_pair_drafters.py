@@ -143,8 +143,13 @@ def test_the_recorded_lookup_settings_are_valid():
 
     record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
     lookup = default_lookup(49152)
-    assert {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram} == record.get(
-        "lookup", {"max_ngram": NgramLookup(1).max_ngram, "min_ngram": NgramLookup(1).min_ngram})
+    recorded = dict(record.get("lookup", {"max_ngram": NgramLookup(1).max_ngram, "min_ngram": NgramLookup(1).min_ngram}))
+    store = recorded.pop("store", None)
+    assert recorded.pop("store_min_accepted", None) == lookup.store_min_accepted
+    assert {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram} == recorded
+    assert (lookup.store is None) == (store is None)  # a recorded store lies beside the record and loads
+    if store is not None:
+        assert (DEFAULT_DRAFTER_FILE.parent / store).is_file() and len(lookup.store) > 0
 
 
 @pytest.mark.default_pair
