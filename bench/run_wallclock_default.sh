@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# README's wall-clock tables for the default drafter (prompt lookup, the pair's recorded n-gram
-# lengths and K = 3, selfjudge/assets/drafters/default.json), sized for a 2-core CPU (about
-# 1 h 10 min): the batch-1 table (3 prompts per task, Hugging Face baselines) and the two 24-prompt
-# batch-8 Pareto runs, one torch thread per lane. Blocks resume when rerun; a block measured with
-# other settings (drafter, n-gram lengths, a retrained verifier) is refused, not mixed in.
+# README's wall-clock tables for the default drafter (prompt lookup with the pair's recorded n-gram
+# lengths, n-gram store and K = 3, selfjudge/assets/drafters/default.json), sized for a 2-core CPU
+# (42 min in its last run): the batch-1 table (3 prompts per task, Hugging Face baselines) and the
+# two 24-prompt batch-8 Pareto runs, one torch thread per lane. Blocks resume when rerun; a block
+# measured with other settings (drafter, n-gram lengths or store, a retrained verifier) is refused,
+# not mixed in. README's tables: `bash bench/run_wallclock_default.sh bench/results/wallclock-store`;
+# the default folder, bench/results/wallclock-prompt-lookup, holds the run before the store.
 # bench/run_wallclock_full.sh is the draft model's full matrix (DRAFTER=prompt-lookup reruns it all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
