@@ -24,31 +24,30 @@ import sys
 from pathlib import Path
 
 
-def read_text(path: str) -> list[tuple[list[int], int]]:
-    """(ids, start) of every line of a JSON-lines text file."""
-    return [(r["ids"], int(r["start"])) for r in map(json.loads, Path(path).read_text().splitlines())]
-
-
 def score(seqs, max_ngram: int, min_ngram: int, store) -> dict:
-    """Teacher-forced first proposals of prompt lookup (+ ``store``) against the target's tokens."""
-    from selfjudge.engine.prompt_lookup import lookup
+    """Teacher-forced first proposals of prompt lookup with and without ``store`` (the drafter's own
+    rule, :meth:`PromptLookupDrafter.teacher_forced_top1`) against the target's tokens: agreement
+    (no proposal = a miss), and where the context proposes and where the store does, how often right."""
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 
+    vocab = max(1, store.max_token_id + 1) if store is not None else 1  # teacher forcing reads no vocabulary
+    alone = PromptLookupDrafter(vocab, max_ngram, min_ngram)
+    both = PromptLookupDrafter(vocab, max_ngram, min_ngram, store=store)
     n = agree = context = context_right = asked = store_proposed = store_right = 0
     for ids, start in seqs:
-        for t in range(start, len(ids)):
+        prompt, response = ids[:start], ids[start:]
+        for c, z, t in zip(alone.teacher_forced_top1(prompt, response), both.teacher_forced_top1(prompt, response),
+                           response):
             n += 1
-            found = lookup(ids[:t], 1, max_ngram, min_ngram)
-            if found:
+            agree += z == t
+            if c is not None:
                 context += 1
-                context_right += found[0] == ids[t]
-                agree += found[0] == ids[t]
+                context_right += c == t
                 continue
             asked += 1
-            guess = store.next_token(ids[:t]) if store is not None else None
-            if guess is not None:
+            if z is not None:
                 store_proposed += 1
-                store_right += guess == ids[t]
-                agree += guess == ids[t]
+                store_right += z == t
     return {"tokens": n, "agreement": agree / max(n, 1), "context_proposes": context / max(n, 1),
             "context_precision": context_right / max(context, 1), "store_asked": asked / max(n, 1),
             "store_proposes": store_proposed / max(n, 1), "store_precision": store_right / max(store_proposed, 1)}
@@ -71,12 +70,13 @@ def main(argv=None) -> int:
     if args.context < 0:
         ap.error(f"--context must be >= 0, got {args.context}")
 
+    from selfjudge.models.eagle_train import read_sequences
     from selfjudge.models.lookup import NgramLookup
     from selfjudge.models.ngram_store import NgramStore
     from selfjudge.models.pair import default_lookup
 
     lengths: NgramLookup = default_lookup(1)
-    seqs = read_text(args.text)
+    seqs = read_sequences(args.text)
     sequences = [ids[max(0, start - args.context):] for ids, start in seqs]
     source = f"{Path(args.text).name}: {len(seqs)} responses, {args.context} prompt tokens before each"
     make = lambda count, share: NgramStore(sequences, args.max_ngram, args.min_ngram, count, share, source)  # noqa: E731
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     report = {"command": "python bench/build_ngram_store.py " + shlex.join(words),
               "lookup": {"max_ngram": lengths.max_ngram, "min_ngram": lengths.min_ngram}}
     if args.heldout_text:
-        held = read_text(args.heldout_text)
+        held = read_sequences(args.heldout_text)
         report["without_store"] = score(held, lengths.max_ngram, lengths.min_ngram, None)
         print(json.dumps({"store": None, **report["without_store"]}), flush=True)
         report["sweep"] = []

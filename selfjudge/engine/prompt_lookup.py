@@ -90,7 +90,7 @@ class PromptLookupDrafter(Drafter):
         """Whether row ``row`` still asks the store (see ``store_min_accepted``)."""
         if self.store is None:
             return False
-        tries = self._store_tries[row] if row < len(self._store_tries) else 0
+        tries = self._store_tries[row]
         if self.store_min_accepted is None or tries < self.store_min_tries:
             return True
         return self._store_kept[row] >= self.store_min_accepted * tries
@@ -98,7 +98,7 @@ class PromptLookupDrafter(Drafter):
     def _proposal(self, history: list[int], k: int, ask_store: bool) -> tuple[list[int], bool]:
         """The context's continuation, else (``ask_store``) the store's; and whether it is the store's."""
         found = lookup(history, k, self.max_ngram, self.min_ngram)
-        if not found and ask_store and k > 0:
+        if not found and ask_store:
             found = self.store.continuation(history, k)
             return found, bool(found)
         return found, False
@@ -118,7 +118,7 @@ class PromptLookupDrafter(Drafter):
                  emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:
         for b, (history, new) in enumerate(zip(self._history, emitted_host)):
             history.extend(new)
-            if b < len(self._asked_store) and self._asked_store[b]:
+            if self._asked_store[b]:
                 self._store_tries[b] += 1
                 self._store_kept[b] += len(new) - 1  # kept drafts; the last token is the target's
         self._asked_store = [False] * len(self._history)

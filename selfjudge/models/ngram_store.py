@@ -56,6 +56,7 @@ class NgramStore:
         self.min_count, self.min_share = int(min_count), float(min_share)
         self.source = str(source)
         self._next = self._build()
+        self._fingerprint: str | None = None  # computed on first use
 
     def _build(self) -> dict[tuple[int, ...], int]:
         counts: dict[tuple[int, ...], Counter] = defaultdict(Counter)
@@ -91,7 +92,7 @@ class NgramStore:
         """Up to ``k`` tokens, each the confident continuation of the history extended by the
         ones before it; stops at the first n-gram without one ([] when the first has none)."""
         out: list[int] = []
-        tail = list(history[-self.max_ngram:]) if self.max_ngram else []
+        tail = list(history[-self.max_ngram:])
         while len(out) < k:
             token = self.next_token(tail)
             if token is None:
@@ -105,7 +106,7 @@ class NgramStore:
         confidence settings): label runs and bench blocks record it, so two stores never mix."""
         import hashlib
 
-        if getattr(self, "_fingerprint", None) is None:
+        if self._fingerprint is None:
             digest = hashlib.sha256(json.dumps([self.max_ngram, self.min_ngram, self.min_count, self.min_share,
                                                 self.sequences]).encode())
             self._fingerprint = digest.hexdigest()[:16]
