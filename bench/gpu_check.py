@@ -29,6 +29,26 @@ def _peak_bw(name: str) -> float | None:
     return None
 
 
+def _gpu_facts() -> dict:
+    """The GPU's name, memory, compute capability, driver and CUDA versions, for the record."""
+    import subprocess
+
+    import torch
+    import transformers
+
+    props = torch.cuda.get_device_properties(0)
+    facts = {"gpu": props.name, "gpu_memory_bytes": int(props.total_memory),
+             "compute_capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count,
+             "cuda_runtime": torch.version.cuda, "transformers": transformers.__version__}
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        facts["driver"] = out.stdout.strip() or out.stderr.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        facts["driver"] = f"unknown ({err})"
+    return facts
+
+
 def _timer(dry: bool):
     """do_bench on CUDA (median µs); a plain wall-clock median on the CPU dry run."""
     if not dry:
@@ -226,6 +246,8 @@ def main(argv=None) -> int:
         report["triton"] = triton.__version__
     except ImportError:
         pass
+    if not args.dry_run:
+        report.update(_gpu_facts())
     failed = False
     for name, fn in CHECKS:
         if args.only and name not in args.only:
