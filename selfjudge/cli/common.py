@@ -48,6 +48,17 @@ def finite_float(text: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--limit 0`` used to process a prompt)."""
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_lookup_arguments,
-                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, positive_int)
+                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, non_negative_int,
+                                  positive_int)
 
 DEFAULT_PAIR = "smollm2-135m"
 
@@ -22,6 +23,8 @@ def register(subparsers) -> None:
     g.add_argument("--tau-quantile", type=finite_float, help="tau = this quantile of all scores of the run")
     p.add_argument("--out", required=True, help="output directory (resumed if it exists)")
     p.add_argument("--limit", type=positive_int, default=None, help="number of prompts")
+    p.add_argument("--skip", type=non_negative_int, default=0,
+                   help="skip the split's first SKIP prompts (those an n-gram store was built from, say)")
     p.add_argument("--batch-size", type=positive_int, default=8, help="prompts per generate call and per shard")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, help="response length cap (default: the task's)")
     p.add_argument("--max-tokens-per-forward", type=positive_int, default=2048, help="memory budget of one scoring forward")
@@ -59,6 +62,7 @@ def run(args) -> int:
         tau=args.tau,
         tau_quantile=args.tau_quantile,
         limit=args.limit,
+        skip=args.skip,
         split=args.split,
         batch_size=args.batch_size,
         max_new_tokens=args.max_new_tokens,

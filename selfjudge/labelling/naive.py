@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from selfjudge.kernels.judge_features import NUM_FEATURES, position_features
+
 from .swap_scoring import SwapScores
 
 
@@ -34,9 +36,13 @@ def naive_score_swaps(
     confidence = torch.zeros(M, dtype=torch.float32)
     prefix_terms = torch.zeros(M, dtype=torch.float32)
     features = torch.zeros(M, H, dtype=torch.float32)
+    orig_features = torch.zeros(M, H, dtype=torch.float32)
+    phi = torch.zeros(M, NUM_FEATURES, dtype=torch.float32)
+    orig_phi = torch.zeros(M, NUM_FEATURES, dtype=torch.float32)
     if M:
         seq = torch.cat([x, y])[None]
-        logp = torch.log_softmax(model(input_ids=seq).logits[0].double(), dim=-1)  # [Lx+Ly, V]
+        full = model(input_ids=seq, output_hidden_states=True)
+        logp = torch.log_softmax(full.logits[0].double(), dim=-1)  # [Lx+Ly, V]
         orig = logp[Lx - 1 : Lx + Ly - 1].gather(1, y[:, None])[:, 0]  # [Ly] log T(y_t | y_<t)
         orig_top = logp[Lx - 1 : Lx + Ly - 1].max(-1).values  # [Ly] top-1 log-probability before y_t
     for j in range(M):
@@ -54,4 +60,9 @@ def naive_score_swaps(
         c_swap = lp[0, zj] + sum(lp[1 + k].max() for k in range(n))
         confidence[j] = float((c_swap - orig_top[i : i + n + 1].sum()) / (n + 1))
         features[j] = out.hidden_states[-1][0, Lx + i].float().cpu()
-    return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features, confidence)
+        row = full.logits[0, Lx + i - 1][None]  # [1, V] the model's own logits predicting y_i / z_j
+        phi[j] = position_features(row, torch.tensor([zj], device=device))[0].cpu()
+        orig_phi[j] = position_features(row, y[i : i + 1])[0].cpu()
+        orig_features[j] = full.hidden_states[-1][0, Lx + i].float().cpu()
+    return SwapScores(positions.long(), draft_ids.long(), scores, prefix_terms, features, confidence, phi,
+                      orig_features, orig_phi)

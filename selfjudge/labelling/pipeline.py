@@ -27,6 +27,8 @@ import torch
 
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
 
+from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
+
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
 from .tau import label_balance, tau_from_quantile
@@ -36,7 +38,11 @@ FEATURE_DOC = (
     "target final-layer hidden state after the final norm (base model last_hidden_state == "
     "output_hidden_states[-1]) at the swapped token z_i, from the one-pass scoring forward"
 )
-_COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size", "score")
+_COMPARE = ("method", "target", "draft", "task", "split", "window", "tau_mode", "max_new_tokens", "hidden_size", "score",
+            "format_version", "skip")
+#: the per-row tensors stored beside "features" (format 2): the judge's probability features of the
+#: draft token and, for the released code's augmentation, the original token's state and features
+EXTRA_TENSORS = ("phi", "orig_features", "orig_phi")
 
 
 def _decode(tokenizer, tid: int) -> str:
@@ -90,6 +96,7 @@ def label(
     tau_quantile: float | None = None,
     limit: int | None = None,
     split: str = "train",
+    skip: int = 0,
     batch_size: int = 8,
     max_new_tokens: int | None = None,
     max_tokens_per_forward: int = 2048,
@@ -108,7 +115,9 @@ def label(
     may be a drafter (e.g. prompt lookup, an EAGLE head): then name it with ``draft_id``.
     ``task``: a name for :func:`selfjudge.tasks.load_task` or a Task-like object with
     ``name``, ``examples(split, limit)`` and ``build_prompt(tokenizer, example)``.
-    Exactly one of ``tau`` / ``tau_quantile`` must be given. ``score``: "likelihood" (SPEC
+    ``skip``: the split's first ``skip`` prompts are left out (``limit`` counts after them), e.g. the
+    prompts whose responses built the drafter's n-gram store, which would otherwise predict them
+    verbatim. Exactly one of ``tau`` / ``tau_quantile`` must be given. ``score``: "likelihood" (SPEC
     section 2, the suffix log-likelihood difference) or "confidence" (SelfJudge's released
     code: the mean top-1 log-probability difference over the same window; its tau is the
     negated published one, e.g. -0.056 at N = 20); rows store both, the label uses this one.
@@ -127,6 +136,8 @@ def label(
         raise ValueError(f"window must be an int >= 0, got {window!r}")
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
+    if not isinstance(skip, int) or skip < 0:
+        raise ValueError(f"skip must be an int >= 0, got {skip!r}")
     t_start = time.perf_counter()
     if isinstance(task, str):
         from selfjudge.tasks import load_task
@@ -150,6 +161,7 @@ def label(
         "draft": draft_id,
         "task": task.name,
         "split": split,
+        "skip": skip,
         "window": window,
         "tau": tau,
         "tau_quantile": tau_quantile,
@@ -159,13 +171,15 @@ def label(
         "hidden_size": int(tgt.config.hidden_size),
         "feature": FEATURE_DOC,
         "max_new_tokens": max_new_tokens,
-        "format_version": 1,
+        "phi_features": list(FEATURE_NAMES),
+        "format_version": 2,
         "command": command,  # the command line that made the labels (copied into verifiers' metadata)
     }
     compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
-    writer = ShardWriter(out, manifest, compare_keys=compare, defaults={"score": "likelihood"})
+    writer = ShardWriter(out, manifest, compare_keys=compare, defaults={"score": "likelihood", "format_version": 1,
+                                                                          "skip": 0})
     try:
-        examples = task.examples(split, limit=limit)
+        examples = task.examples(split, limit=None if limit is None else skip + limit)[skip:]
         done = writer.done_prompt_ids
         todo = [ex for ex in examples if ex.prompt_id not in done]
         bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
@@ -176,6 +190,7 @@ def label(
             responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
             t1 = time.perf_counter()
             rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
+            extra = {k: [] for k in EXTRA_TENSORS}
             for ex, p, r in zip(batch, prompts, responses):
                 if not r:
                     continue
@@ -211,15 +226,19 @@ def label(
                         }
                     )
                 feats.append(res.features.cpu())
+                for k in EXTRA_TENSORS:
+                    extra[k].append(getattr(res, k).cpu())
             H = int(tgt.config.hidden_size)
             features = torch.cat(feats) if feats else torch.zeros(0, H)
+            widths = {"phi": NUM_FEATURES, "orig_features": H, "orig_phi": NUM_FEATURES}
+            extra = {k: torch.cat(v) if v else torch.zeros(0, widths[k]) for k, v in extra.items()}
             stats = {
                 "generate_seconds": t1 - t0,
                 "draft_seconds": t_draft,
                 "score_seconds": t_score,
                 "response_tokens": n_tok,
             }
-            writer.write([ex.prompt_id for ex in batch], rows, features, stats)
+            writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra)
             _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
             bar.update(len(batch))
         bar.close()

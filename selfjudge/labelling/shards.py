@@ -3,7 +3,9 @@
 Directory layout (team interface 4)::
 
     manifest.json              run description: method, target, draft, task, window, tau, hidden_size, ...
-    shard-00000.safetensors    tensor "features" [n, H] float32
+    shard-00000.safetensors    tensor "features" [n, H] float32; since format 2 also "phi" [n, F]
+                               (the judge's probability features), "orig_features" [n, H] and
+                               "orig_phi" [n, F] (the original token's, for augmentation)
     shard-00000.jsonl          n rows, same order: prompt_id, position, target_token_id,
                                draft_token_id, target_token, draft_token, score, label, ...
     progress.jsonl             commit log: one line per written batch of prompts
@@ -137,16 +139,23 @@ class ShardWriter:
     def done_prompt_ids(self) -> set[str]:
         return {pid for r in self.records for pid in r["prompt_ids"]}
 
-    def write(self, prompt_ids: list[str], rows: list[dict], features: torch.Tensor, stats: dict | None = None) -> str | None:
-        """Commit one batch: its rows/features (possibly none) and the prompts it covers."""
+    def write(self, prompt_ids: list[str], rows: list[dict], features: torch.Tensor, stats: dict | None = None,
+              extra: dict[str, torch.Tensor] | None = None) -> str | None:
+        """Commit one batch: its rows/features (possibly none) and the prompts it covers.
+        ``extra``: more per-row tensors stored beside ``features`` (``[len(rows), ...]`` each)."""
         # features: [len(rows), H] float32
         if features.dim() != 2 or features.shape[0] != len(rows):
             raise ValueError(f"features must be [len(rows)={len(rows)}, H], got {tuple(features.shape)}")
+        tensors = {"features": features, **(extra or {})}
+        for key, t in tensors.items():
+            if t.dim() != 2 or t.shape[0] != len(rows):
+                raise ValueError(f"{key} must be [len(rows)={len(rows)}, ...], got {tuple(t.shape)}")
         name = None
         if rows:
             name = f"shard-{self.next_index:05d}"
             st_tmp = self.dir / f"{name}.safetensors.tmp"
-            save_safetensors({"features": features.detach().to("cpu", torch.float32).contiguous()}, str(st_tmp))
+            save_safetensors({k: t.detach().to("cpu", torch.float32).contiguous() for k, t in tensors.items()},
+                             str(st_tmp))
             jl_tmp = self.dir / f"{name}.jsonl.tmp"
             with open(jl_tmp, "w", encoding="utf-8") as f:
                 for row in rows:
@@ -226,28 +235,39 @@ def read_labels(out_dir: str | Path, tau: float | None = None,
     in the returned dict is set to it); otherwise stored labels are returned as written.
     ``score`` ("likelihood" / "confidence") picks which stored score ``tau`` applies to.
     """
+    tensors, rows, manifest = read_label_tensors(out_dir, tau, score)
+    return tensors["features"], rows, manifest
+
+
+def read_label_tensors(out_dir: str | Path, tau: float | None = None,
+                       score: str | None = None) -> tuple[dict[str, torch.Tensor], list[dict], dict]:
+    """:func:`read_labels` with every stored per-row tensor: ``({"features": [N, H], "phi": [N, F],
+    ...}, rows, manifest)``; a tensor some shard lacks (written by an older format) is left out."""
     out_dir = Path(out_dir)
     mpath = out_dir / MANIFEST
     if not mpath.exists():
         raise ValueError(f"out_dir: {out_dir} has no {MANIFEST}")
     manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    feats, rows = [], []
+    shards, rows = [], []
     for name in _shard_names(out_dir):
-        f = load_file(str(out_dir / f"{name}.safetensors"))["features"]
+        t = load_file(str(out_dir / f"{name}.safetensors"))
         with open(out_dir / f"{name}.jsonl", encoding="utf-8") as fh:
             shard_rows = [json.loads(line) for line in fh if line.strip()]
-        if f.shape[0] != len(shard_rows):
-            raise ValueError(f"out_dir: {name} has {f.shape[0]} feature rows but {len(shard_rows)} jsonl rows")
-        feats.append(f)
+        bad = [k for k, v in t.items() if v.shape[0] != len(shard_rows)]
+        if bad or "features" not in t:
+            raise ValueError(f"out_dir: {name} has tensors {sorted(t)} of {[t[k].shape[0] for k in sorted(t)]} "
+                             f"rows but {len(shard_rows)} jsonl rows")
+        shards.append(t)
         rows.extend(shard_rows)
-    H = int(manifest.get("hidden_size") or (feats[0].shape[1] if feats else 0))
-    features = torch.cat(feats) if feats else torch.zeros(0, H, dtype=torch.float32)
+    H = int(manifest.get("hidden_size") or (shards[0]["features"].shape[1] if shards else 0))
+    keys = set.intersection(*(set(t) for t in shards)) if shards else {"features"}
+    tensors = {k: torch.cat([t[k] for t in shards]) if shards else torch.zeros(0, H) for k in sorted(keys)}
     if tau is not None:
         labels = apply_tau(torch.tensor(_scores(rows, score_field(score), out_dir), dtype=torch.float64), tau).tolist()
         for row, lab in zip(rows, labels):
             row["label"] = lab
         manifest = {**manifest, "tau": float(tau), **({"score": score} if score else {})}
-    return features, rows, manifest
+    return tensors, rows, manifest
 
 
 def resolve_tau(label_dirs: Sequence[str], tau: float | None, tau_quantile: float | None,
@@ -271,16 +291,23 @@ def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None, score: 
 
     ``tau`` (SelfJudge only) re-derives every label as ``score > tau`` from the stored scores.
     """
-    feats, rows, manifests = [], [], []
+    tensors, rows, manifests = read_label_dirs_tensors(label_dirs, tau, score)
+    return tensors["features"], rows, manifests
+
+
+def read_label_dirs_tensors(label_dirs: Sequence[str], tau: float | None = None, score: str | None = None):
+    """:func:`read_label_dirs` with every per-row tensor all the dirs store: (dict, rows, manifests)."""
+    parts, rows, manifests = [], [], []
     for d in label_dirs:
         if tau is not None:
             with open(Path(d) / MANIFEST, encoding="utf-8") as fh:
                 if json.load(fh).get("method") != "selfjudge":
                     raise ValueError(f"tau: only SelfJudge labels are defined by a score threshold ({d})")
-        f, r, m = read_labels(d, tau=tau, score=score)
-        feats.append(f)
+        t, r, m = read_label_tensors(d, tau=tau, score=score)
+        parts.append(t)
         rows.extend(r)
         manifests.append(m)
+    feats = [t["features"] for t in parts]
     hs = {int(f.shape[1]) for f in feats}
     if len(hs) != 1:
         raise ValueError(f"labels: label dirs have different hidden sizes {sorted(hs)}")
@@ -288,14 +315,16 @@ def read_label_dirs(label_dirs: Sequence[str], tau: float | None = None, score: 
         vals = {m.get(key) for m in manifests}
         if len(vals) != 1:
             raise ValueError(f"labels: label dirs disagree on {key}: {sorted(map(str, vals))}")
-    features = torch.cat(feats, 0)
+    keys = set.intersection(*(set(t) for t in parts))
+    tensors = {k: torch.cat([t[k] for t in parts], 0) for k in sorted(keys)}
     keep = unique_label_rows(rows)
     if len(keep) < len(rows):
         _log.warning(f"labels: {len(rows) - len(keep)} of {len(rows)} rows repeat an earlier (prompt, position, "
                      "draft token) and are dropped (a folder given twice, or overlapping label runs)")
-        features = features[torch.tensor(keep, dtype=torch.long)]
+        index = torch.tensor(keep, dtype=torch.long)
+        tensors = {k: t[index] for k, t in tensors.items()}
         rows = [rows[i] for i in keep]
-    return features, rows, manifests
+    return tensors, rows, manifests
 
 
 def unique_label_rows(rows: Sequence[dict]) -> list[int]:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 
 from selfjudge.kernels import token_logprobs
+from selfjudge.kernels.judge_features import NUM_FEATURES, position_features
 
 
 @dataclass
@@ -53,6 +54,9 @@ class SwapScores:
     prefix_terms: torch.Tensor  # [M] float32 log T(z_j|y_<i) - log T(y_i|y_<i) (the N=0 score)
     features: torch.Tensor  # [M, H] float32 final (post-norm) hidden state after reading z_j
     confidence_scores: torch.Tensor | None = None  # [M] float32 c_j (released code's score, see score_swaps)
+    phi: torch.Tensor | None = None  # [M, F] float32 probability features of z_j (kernels.judge_features)
+    orig_features: torch.Tensor | None = None  # [M, H] float32 hidden state after reading y_i instead
+    orig_phi: torch.Tensor | None = None  # [M, F] float32 probability features of y_i
 
 
 def lm_head_weight(model) -> torch.Tensor:  # [V, H]
@@ -82,7 +86,7 @@ def plan_chunks(positions: list[int], prompt_len: int, response_len: int, window
     for j in order:
         i = positions[j]
         w = max(1, min(window, response_len - 1 - i))
-        prefix = prompt_len + min(i + window, response_len - 1)  # sorted: i is the chunk's max
+        prefix = prompt_len + max(min(i + window, response_len - 1), i + 1)  # sorted: i is the chunk's max
         if cur and prefix + cur_win + w > max_tokens:
             chunks.append(cur)
             cur, cur_win = [], 0
@@ -101,7 +105,9 @@ def _score_chunk(model, prompt_ids, response_ids, pos, z, window, backend):
     n_eff = torch.clamp(Ly - 1 - pos, max=window)  # [m] scored window tokens N_j (0 allowed)
     wlen = torch.clamp(n_eff, min=1)  # [m] tokens in each window
     t_end = int((pos + n_eff).max())  # last response position whose original term is needed
-    P = Lx + t_end  # prefix tokens x + y_<t_end (its last state predicts y_t_end)
+    # prefix tokens x + y_<t_end (its last state predicts y_t_end), and at least every y_i (its state
+    # after reading y_i is the released code's augmentation example)
+    P = Lx + max(t_end, int(pos.max()) + 1)
     m = pos.shape[0]
     offs = P + torch.cumsum(wlen, 0) - wlen  # [m] start of each window in the sequence
     L = P + int(wlen.sum())
@@ -151,6 +157,11 @@ def _score_chunk(model, prompt_ids, response_ids, pos, z, window, backend):
     scores = (seg_sums.double() - orig_sum).float()
     prefix_terms = (lp_z.double() - lp_orig[pos - t0]).float()
     features = hidden[offs].float()
+    # probability features of z_j and y_i, from the row that predicts both (temperature 1, fp32)
+    pred_logits = hidden[Lx + pos - 1].float() @ lm_head_weight(model).float().T  # [m, V]
+    phi = position_features(pred_logits, z)
+    orig_phi = position_features(pred_logits, response_ids[pos])
+    orig_features = hidden[Lx + pos].float()
     # confidence (the released code's score): mean over the same N_j + 1 distributions of the top-1
     # log-probability, swapped side using log T(z_j | y_<i) for the first
     top_orig = torch.cat([torch.zeros(1, dtype=torch.float64, device=device), torch.cumsum(top1[:n_orig].double(), 0)])
@@ -158,7 +169,7 @@ def _score_chunk(model, prompt_ids, response_ids, pos, z, window, backend):
     conf_swap = lp_z.double().clone()
     conf_swap.index_add_(0, win_j[scored], top1[n_orig + m:].double())
     confidence = ((conf_swap - conf_orig) / (n_eff + 1).double()).float()
-    return scores, prefix_terms, features, confidence
+    return scores, prefix_terms, features, confidence, phi, orig_features, orig_phi
 
 
 @torch.no_grad()
@@ -181,6 +192,11 @@ def score_swaps(
     the swapped sequence (its first term ``log T(z_j | y_<i)``) minus that of the original.
     The released code labels a swap important when the *drop* exceeds tau (about 0.056 at
     N = 20 on its GSM8K/Llama pair): acceptable here is ``confidence > -tau``.
+
+    It also returns the judge's probability features ``phi`` of each z_j
+    (:func:`selfjudge.kernels.judge_features.position_features` on the row that predicts it), and,
+    for the released code's augmentation (the original token as an acceptable example), the
+    hidden state after reading y_i instead (``orig_features``) and y_i's features (``orig_phi``).
     """
     if prompt_ids.dim() != 1 or prompt_ids.shape[0] < 1:
         raise ValueError("prompt_ids must be a non-empty 1-D tensor [Lx]")
@@ -202,6 +218,9 @@ def score_swaps(
     confidence = torch.zeros(M, dtype=torch.float32, device=device)
     prefix_terms = torch.zeros(M, dtype=torch.float32, device=device)
     features = torch.zeros(M, H, dtype=torch.float32, device=device)
+    orig_features = torch.zeros(M, H, dtype=torch.float32, device=device)
+    phi = torch.zeros(M, NUM_FEATURES, dtype=torch.float32, device=device)
+    orig_phi = torch.zeros(M, NUM_FEATURES, dtype=torch.float32, device=device)
     if M:
         if int(pos.min()) < 0 or int(pos.max()) >= Ly:
             raise ValueError(f"positions must lie in [0, len(response_ids)={Ly})")
@@ -211,6 +230,7 @@ def score_swaps(
         y = response_ids.to(device=device, dtype=torch.long)
         for chunk in plan_chunks(pos.tolist(), x.shape[0], Ly, window, max_tokens):
             idx = torch.tensor(chunk, dtype=torch.long, device=device)
-            s, p, f, c = _score_chunk(model, x, y, pos[idx], z[idx], window, backend)
+            s, p, f, c, ph, of, oph = _score_chunk(model, x, y, pos[idx], z[idx], window, backend)
             scores[idx], prefix_terms[idx], features[idx], confidence[idx] = s, p, f, c
-    return SwapScores(pos, z, scores, prefix_terms, features, confidence)
+            phi[idx], orig_features[idx], orig_phi[idx] = ph, of, oph
+    return SwapScores(pos, z, scores, prefix_terms, features, confidence, phi, orig_features, orig_phi)

@@ -8,7 +8,8 @@ import torch
 
 from selfjudge.labelling.pipeline import label
 from selfjudge.models.generation import draft_top1, greedy_responses
-from selfjudge.labelling.shards import read_labels
+from selfjudge.kernels.judge_features import FEATURE_NAMES
+from selfjudge.labelling.shards import read_label_tensors, read_labels
 from selfjudge.labelling.swap_scoring import score_swaps
 from selfjudge.tasks import Example
 
@@ -78,6 +79,10 @@ def test_end_to_end_rows_match_direct_scoring(pair, tmp_path):
     assert [rows[k]["target_token_id"] for k in mine] == y[mism].tolist()
     torch.testing.assert_close(torch.tensor([rows[k]["score"] for k in mine]), ref.scores)
     torch.testing.assert_close(feats[mine], ref.features)
+    tensors, _, _ = read_label_tensors(tmp_path / "a")  # format 2: the judge's extra inputs beside h
+    assert man["format_version"] == 2 and man["phi_features"] == list(FEATURE_NAMES)
+    for name in ("phi", "orig_features", "orig_phi"):
+        torch.testing.assert_close(tensors[name][mine], getattr(ref, name))
     assert all(r["label"] == int(r["score"] > 0.0) for r in rows)
     assert json.loads((tmp_path / "a" / "summary.json").read_text())["mismatches"] == len(rows)
 

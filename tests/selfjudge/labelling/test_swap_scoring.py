@@ -40,6 +40,9 @@ def test_one_pass_equals_naive(attn, window, tiny_llama):
     torch.testing.assert_close(one.prefix_terms, ref.prefix_terms, atol=1e-4, rtol=0)
     torch.testing.assert_close(one.features, ref.features, atol=1e-4, rtol=0)
     torch.testing.assert_close(one.confidence_scores, ref.confidence_scores, atol=1e-4, rtol=0)
+    for name in ("phi", "orig_features", "orig_phi"):  # the judge's extra inputs, from an independent path
+        torch.testing.assert_close(getattr(one, name), getattr(ref, name), atol=1e-4, rtol=0)
+    assert (one.phi[:, 1] > 0.1).all() and (one.orig_phi[:, 1] >= 0).all()  # z is not y: a real margin
     assert ref.scores.abs().max() > 0.5  # the comparison is not between zeros
     assert ref.confidence_scores.abs().max() > 0.05 and not torch.allclose(one.confidence_scores, one.scores)
     if window == 0:
