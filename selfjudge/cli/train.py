@@ -20,6 +20,14 @@ def register(subparsers) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tau", type=finite_float, default=None, help="SelfJudge: relabel as score > tau before training")
     g.add_argument("--tau-quantile", type=finite_float, default=None, help="SelfJudge: tau = this quantile of the scores")
+    p.add_argument("--features", choices=["h", "phi", "h+phi"], default="h",
+                   help="what the judge reads: the hidden state, the target's probability features of the draft "
+                        "token (log p, margin to the top-1, top-k entropy), or both")
+    p.add_argument("--augment", action="store_true",
+                   help="the released code's augmentation: each training mismatch also adds the original token as "
+                        "an acceptable example")
+    p.add_argument("--test-fraction", type=finite_float, default=0.0,
+                   help="fraction of prompts held out from fitting and every choice; ROC-/PR-AUC reported there")
     p.add_argument("--score", choices=["likelihood", "confidence"], default=None,
                    help="SelfJudge: relabel from this stored score (default: the one the labels were made with)")
     p.set_defaults(func=run)
@@ -28,7 +36,8 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from selfjudge.judge.train import train_from_labels
 
-    kwargs: dict[str, Any] = dict(val_fraction=args.val_fraction, seed=args.seed, target_recall=args.target_recall)
+    kwargs: dict[str, Any] = dict(val_fraction=args.val_fraction, seed=args.seed, target_recall=args.target_recall,
+                                  feature_set=args.features, augment=args.augment, test_fraction=args.test_fraction)
     if args.c_grid:
         try:
             kwargs["c_grid"] = [float(c) for c in args.c_grid.split(",")]
@@ -49,6 +58,9 @@ def format_report(report: dict[str, Any]) -> str:
         f"C={report['C']:.3g}  train ROC-AUC={report['train_roc_auc']:.4f}  val ROC-AUC={report['val_roc_auc']:.4f}"
         f"  val ECE={report['val_ece']:.4f}",
         f"training set: {json.dumps(report['training_set'])}",
+        *([f"test: ROC-AUC={t['roc_auc']:.4f}  PR-AUC={t['pr_auc']:.4f}  acceptable accepted at <= 5 % "
+           f"unacceptable accepted: {t['acceptable_accepted_at_5pct_unacceptable']:.3f}"]
+          if (t := report.get("test")) else []),
         "threshold  logit     accept  prec   rec    F1     unacc_rec harmful_acc",
     ]
     for name, m in report["at_threshold"].items():

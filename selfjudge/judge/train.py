@@ -25,7 +25,6 @@ Operating thresholds (logit space, accept iff ``logit > theta``):
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any, Sequence
 
@@ -33,10 +32,10 @@ import numpy as np
 
 from selfjudge.labelling.shards import read_label_dirs, resolve_tau
 
+from .metrics import (DEFAULT_QUANTILES, choose_thresholds, confusion_at, expected_calibration_error,  # noqa: F401
+                      held_out_metrics, reliability_table)
+
 DEFAULT_C_GRID: tuple[float, ...] = tuple(float(c) for c in np.logspace(-5, 1, 13))
-# every 5 % plus the conservative end (accepting only the top 1-3 % of mismatches), where a small
-# target's answers survive relaxed acceptance
-DEFAULT_QUANTILES: tuple[float, ...] = tuple(round(q, 2) for q in np.arange(0.05, 0.951, 0.05)) + (0.97, 0.98, 0.99)
 
 FEATURE_DEFINITION = (
     "target final-layer hidden state (output_hidden_states[-1], after the final norm) at the position of the "
@@ -68,131 +67,6 @@ def fold_standardisation(
     w = coef / scale
     b = float(intercept) - float(np.sum(coef * mean / scale))
     return w, b
-
-
-# --------------------------------------------------------------------------- metrics
-
-
-def confusion_at(
-    logits: np.ndarray,  # [N]
-    labels: np.ndarray,  # [N] 0/1, 1 = acceptable
-    theta: float,
-) -> dict[str, float]:
-    """Metrics of the rule "accept iff logit > theta" against acceptability labels."""
-    logits = np.asarray(logits, dtype=np.float64)
-    labels = np.asarray(labels).astype(bool)
-    acc = logits > theta
-    tp = int(np.sum(acc & labels))
-    fp = int(np.sum(acc & ~labels))
-    fn = int(np.sum(~acc & labels))
-    tn = int(np.sum(~acc & ~labels))
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    unacc_recall = tn / (tn + fp) if tn + fp else 0.0
-    unacc_precision = tn / (tn + fn) if tn + fn else 0.0
-    unacc_f1 = (
-        2 * unacc_precision * unacc_recall / (unacc_precision + unacc_recall) if unacc_precision + unacc_recall else 0.0
-    )
-    return {
-        "threshold": float(theta),
-        "accept_rate": float(acc.mean()) if len(acc) else 0.0,
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "unacceptable_recall": unacc_recall,
-        "unacceptable_precision": unacc_precision,
-        "unacceptable_f1": unacc_f1,
-        "harmful_accept_rate": fp / (tn + fp) if tn + fp else 0.0,
-        "tp": tp,
-        "fp": fp,
-        "fn": fn,
-        "tn": tn,
-    }
-
-
-def _candidate_thresholds(logits: np.ndarray) -> np.ndarray:
-    """Every distinct outcome of "logit > theta": each distinct logit, plus one below the minimum."""
-    u = np.unique(logits.astype(np.float64))
-    below = u[0] - max(1.0, abs(u[0])) if len(u) else 0.0
-    return np.concatenate([[below], u])
-
-
-def choose_thresholds(
-    logits: np.ndarray,  # [N] validation logits
-    labels: np.ndarray,  # [N] 0/1
-    target_recall: float = 0.9,
-    quantiles: Sequence[float] = DEFAULT_QUANTILES,
-) -> dict[str, float]:
-    """Named operating thresholds chosen on held-out ``logits``/``labels`` (see module doc)."""
-    logits = np.asarray(logits, dtype=np.float64)
-    labels = np.asarray(labels).astype(bool)
-    if logits.shape != labels.shape or logits.ndim != 1 or len(logits) == 0:
-        raise ValueError(f"logits and labels must be equal non-empty 1-D arrays; got {logits.shape}, {labels.shape}")
-    if not 0.0 < target_recall <= 1.0:
-        raise ValueError(f"target_recall must be in (0, 1], got {target_recall}")
-    cand = _candidate_thresholds(logits)
-    # counts of accepted (logit > theta) per candidate, vectorised via sorting
-    pos = np.sort(logits[labels])
-    neg = np.sort(logits[~labels])
-    tp = len(pos) - np.searchsorted(pos, cand, side="right")
-    fp = len(neg) - np.searchsorted(neg, cand, side="right")
-    fn = len(pos) - tp
-    tn = len(neg) - fp
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f1_acc = np.where(tp > 0, 2 * tp / (2 * tp + fp + fn), 0.0)
-        f1_unacc = np.where(tn > 0, 2 * tn / (2 * tn + fn + fp), 0.0)
-    out: dict[str, float] = {
-        "F": float(cand[int(np.argmax(f1_acc))]),
-        "F_unacceptable": float(cand[int(np.argmax(f1_unacc))]),
-        "F_macro": float(cand[int(np.argmax(0.5 * (f1_acc + f1_unacc)))]),
-    }
-    if len(neg):
-        # smallest theta with  #(neg <= theta) >= ceil(target_recall * n_neg)
-        k = max(1, math.ceil(target_recall * len(neg) - 1e-9))
-        out["R"] = float(neg[k - 1])
-    else:
-        out["R"] = float(cand[0])
-    for q in quantiles:
-        if not 0.0 <= q <= 1.0:
-            raise ValueError(f"quantiles must lie in [0, 1], got {q}")
-        out[f"q{q:.2f}"] = float(np.quantile(logits, q))
-    return out
-
-
-def reliability_table(
-    probs: np.ndarray,  # [N] predicted P(acceptable)
-    labels: np.ndarray,  # [N] 0/1
-    n_bins: int = 10,
-) -> list[dict[str, float]]:
-    """Calibration: per equal-width probability bin, count, mean predicted prob and observed rate."""
-    probs = np.asarray(probs, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.float64)
-    edges = np.linspace(0.0, 1.0, n_bins + 1)
-    idx = np.clip(np.digitize(probs, edges[1:-1], right=False), 0, n_bins - 1)
-    rows = []
-    for b in range(n_bins):
-        m = idx == b
-        n = int(m.sum())
-        rows.append(
-            {
-                "lo": float(edges[b]),
-                "hi": float(edges[b + 1]),
-                "count": n,
-                "mean_predicted": float(probs[m].mean()) if n else None,
-                "observed_rate": float(labels[m].mean()) if n else None,
-            }
-        )
-    return rows
-
-
-def expected_calibration_error(table: list[dict[str, float]]) -> float:
-    total = sum(r["count"] for r in table)
-    if not total:
-        return 0.0
-    return float(
-        sum(r["count"] * abs(r["mean_predicted"] - r["observed_rate"]) for r in table if r["count"]) / total
-    )
 
 
 # --------------------------------------------------------------------------- fitting
@@ -231,13 +105,54 @@ def _make_model(c: float, max_iter: int):
     return make_pipeline(StandardScaler(), LogisticRegression(C=c, l1_ratio=0.0, solver="lbfgs", max_iter=max_iter))
 
 
+FEATURE_SETS = ("h", "phi", "h+phi")
+
+
+def design_matrix(features, phi, feature_set: str) -> np.ndarray:
+    """The columns a verifier reads: the hidden state ``[N, H]``, the probability features ``[N, F]``,
+    or both side by side (float64)."""
+    if feature_set not in FEATURE_SETS:
+        raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {feature_set!r}")
+    if feature_set != "h" and phi is None:
+        raise ValueError(f"feature_set={feature_set!r} needs phi (labels of format 2 store it)")
+    cols = [] if feature_set == "phi" else [("features", _as_array(features))]
+    if feature_set != "h":
+        cols.append(("phi", _as_array(phi)))
+    for name, block in cols:
+        if block.ndim != 2:
+            raise ValueError(f"{name} must be [N, width], got shape {block.shape}")
+    if len({len(block) for _, block in cols}) != 1:
+        raise ValueError(f"features and phi must have equal length, got {[len(b) for _, b in cols]}")
+    return np.concatenate([block for _, block in cols], 1)
+
+
+def _as_array(t) -> np.ndarray:
+    return np.asarray(t.numpy() if hasattr(t, "numpy") else t, dtype=np.float64)
+
+
+def three_way_split(labels: np.ndarray, groups, val_fraction: float, test_fraction: float, seed: int):
+    """``(train, validation, test, seed used)`` indices, grouped by prompt; test empty when
+    ``test_fraction`` is 0."""
+    if test_fraction == 0:
+        tr, va, used = grouped_split(labels, groups, val_fraction, seed)
+        return tr, va, np.zeros(0, dtype=np.int64), used
+    g = np.asarray([str(x) for x in groups])
+    rest, te, used = grouped_split(labels, g, test_fraction, seed)
+    tr, va, _ = grouped_split(labels[rest], g[rest], val_fraction / (1 - test_fraction), seed)
+    return rest[tr], rest[va], te, used
+
+
 def fit_verifier(
     features,  # [N, H] float (torch tensor or numpy)
     labels,  # [N] 0/1, 1 = acceptable
     groups: Sequence[Any],  # [N] prompt ids
     *,
+    phi=None,  # [N, F] the probability features (kernels.judge_features), or None
+    feature_set: str = "h",
+    augment=None,  # (orig_features [N, H], orig_phi [N, F]): the original token, acceptable
     c_grid: Sequence[float] = DEFAULT_C_GRID,
     val_fraction: float = 0.2,
+    test_fraction: float = 0.0,
     seed: int = 0,
     target_recall: float = 0.9,
     quantiles: Sequence[float] = DEFAULT_QUANTILES,
@@ -247,18 +162,45 @@ def fit_verifier(
 ):
     """Fit a verifier; returns ``(Verifier, report)``.
 
-    ``split`` (train indices, validation indices) overrides the grouped random
-    split, e.g. to evaluate two label sets on the same held-out prompts.
+    ``feature_set``: what the judge reads, ``"h"`` (the hidden state), ``"phi"`` (the target's
+    probability features of the draft token) or ``"h+phi"``. ``augment``: the released code's
+    augmentation, every *training* mismatch also adds the original token's state and features as
+    an acceptable example (never on the validation or test side). ``test_fraction``: prompts held
+    out from both fitting and every choice (C, thresholds), on which ``report["test"]`` is measured.
+    ``split`` (train indices, validation indices) overrides the grouped random split.
     """
-    import torch
-    from sklearn.metrics import roc_auc_score
-
-    from selfjudge.judge.verifier import Verifier
-
-    X = np.asarray(features.numpy() if hasattr(features, "numpy") else features, dtype=np.float64)
+    X = design_matrix(features, phi, feature_set)
     y = np.asarray(labels.numpy() if hasattr(labels, "numpy") else labels).astype(np.int64).reshape(-1)
-    if X.ndim != 2:
-        raise ValueError(f"features must be [N, H], got shape {X.shape}")
+    H = int(np.shape(features)[1])
+    _check_inputs(X, y, groups, c_grid)
+    if split is None:
+        tr, va, te, split_seed = three_way_split(y, groups, val_fraction, test_fraction, seed)
+    else:
+        tr, va = (np.asarray(s, dtype=np.int64) for s in split)
+        te, split_seed = np.zeros(0, dtype=np.int64), None
+        _check_split(y, groups, tr, va)
+    X_fit, y_fit = X[tr], y[tr]
+    if augment is not None:
+        X_aug = design_matrix(augment[0], augment[1], feature_set)[tr]
+        X_fit, y_fit = np.concatenate([X_fit, X_aug]), np.concatenate([y_fit, np.ones(len(tr), dtype=np.int64)])
+
+    t0 = time.perf_counter()
+    sweep, model, best_c = _choose_c(X_fit, y_fit, X[va], y[va], c_grid, max_iter)
+    scaler, lr = model[0], model[-1]
+    w, b = fold_standardisation(scaler.mean_, scaler.scale_, lr.coef_[0], float(lr.intercept_[0]))
+    w32, b32 = w.astype(np.float32), np.float32(b)
+    logit = lambda idx: (X[idx].astype(np.float32) @ w32 + b32).astype(np.float64)  # noqa: E731  kernel's fp32
+    va_logit = logit(va)
+    thresholds = choose_thresholds(va_logit, y[va], target_recall, quantiles)
+    table = reliability_table(1.0 / (1.0 + np.exp(-va_logit)), y[va])
+    report = _report(y, groups, tr, va, te, logit, thresholds, table, sweep, best_c, val_fraction, test_fraction)
+    report["training_set"]["split_seed"] = split_seed
+    report.update(feature_set=feature_set, augment=augment is not None, fit_seconds=time.perf_counter() - t0,
+                  target_recall_unacceptable=target_recall)
+    return _verifier(w32, b32, H, feature_set, thresholds, table, report, metadata), report
+
+
+def _check_inputs(X, y, groups, c_grid) -> None:
     if len(y) != len(X) or len(groups) != len(X):
         raise ValueError(f"features ({len(X)}), labels ({len(y)}) and groups ({len(groups)}) must have equal length")
     if not np.isin(y, (0, 1)).all():
@@ -267,77 +209,82 @@ def fit_verifier(
         raise ValueError("features contain non-finite values")
     if not c_grid:
         raise ValueError("c_grid must not be empty")
-    if split is None:
-        tr, va, split_seed = grouped_split(y, groups, val_fraction, seed)
-    else:
-        tr, va = (np.asarray(s, dtype=np.int64) for s in split)
-        split_seed = None
-        g = np.asarray([str(x) for x in groups])
-        if set(g[tr]) & set(g[va]):
-            raise ValueError("split: a prompt appears on both the train and validation side")
-        if len(np.unique(y[tr])) < 2 or len(np.unique(y[va])) < 2:
-            raise ValueError("split: both classes must appear on both sides")
 
-    t0 = time.perf_counter()
-    sweep = []
-    best = None
+
+def _check_split(y, groups, tr, va) -> None:
+    g = np.asarray([str(x) for x in groups])
+    if set(g[tr]) & set(g[va]):
+        raise ValueError("split: a prompt appears on both the train and validation side")
+    if len(np.unique(y[tr])) < 2 or len(np.unique(y[va])) < 2:
+        raise ValueError("split: both classes must appear on both sides")
+
+
+def _choose_c(X_tr, y_tr, X_va, y_va, c_grid, max_iter):
+    """Fit one model per C; keep the best validation ROC-AUC: ``(sweep, model, C)``."""
+    from sklearn.metrics import roc_auc_score
+
+    sweep, best = [], None
     for c in c_grid:
-        model = _make_model(float(c), max_iter).fit(X[tr], y[tr])
-        auc = float(roc_auc_score(y[va], model.decision_function(X[va])))
+        model = _make_model(float(c), max_iter).fit(X_tr, y_tr)
+        auc = float(roc_auc_score(y_va, model.decision_function(X_va)))
         sweep.append({"C": float(c), "val_roc_auc": auc})
         if best is None or auc > best[0] + 1e-12:
             best = (auc, float(c), model)
-    _, best_c, model = best
-    scaler, lr = model[0], model[-1]
-    w, b = fold_standardisation(scaler.mean_, scaler.scale_, lr.coef_[0], float(lr.intercept_[0]))
+    return sweep, best[2], best[1]
 
-    # metrics through the folded (exported) parameters, in the float32 the kernel will use
-    w32 = w.astype(np.float32)
-    b32 = np.float32(b)
-    tr_logit = (X[tr].astype(np.float32) @ w32 + b32).astype(np.float64)
-    va_logit = (X[va].astype(np.float32) @ w32 + b32).astype(np.float64)
-    thresholds = choose_thresholds(va_logit, y[va], target_recall, quantiles)
-    va_prob = 1.0 / (1.0 + np.exp(-va_logit))
-    table = reliability_table(va_prob, y[va])
+
+def _report(y, groups, tr, va, te, logit, thresholds, table, sweep, best_c, val_fraction, test_fraction) -> dict:
+    from sklearn.metrics import roc_auc_score
+
     g = np.asarray([str(x) for x in groups])
-    report = {
+    va_logit = logit(va)
+    return {
         "C": best_c,
         "c_sweep": sweep,
-        "train_roc_auc": float(roc_auc_score(y[tr], tr_logit)),
+        "train_roc_auc": float(roc_auc_score(y[tr], logit(tr))),
         "val_roc_auc": float(roc_auc_score(y[va], va_logit)),
+        "validation": held_out_metrics(va_logit, y[va], thresholds),
+        "test": held_out_metrics(logit(te), y[te], thresholds) if len(te) and len(np.unique(y[te])) == 2 else None,
         "at_threshold": {
             name: confusion_at(va_logit, y[va], thresholds[name]) for name in ("F", "F_unacceptable", "F_macro", "R")
         },
-        "sweep": [
-            {"name": k, **confusion_at(va_logit, y[va], v)} for k, v in thresholds.items() if k.startswith("q")
-        ],
+        "sweep": [{"name": k, **confusion_at(va_logit, y[va], v)} for k, v in thresholds.items() if k.startswith("q")],
         "reliability": table,
         "val_ece": expected_calibration_error(table),
-        "target_recall_unacceptable": target_recall,
-        "fit_seconds": time.perf_counter() - t0,
         "training_set": {
-            "n": int(len(y)),
-            "n_prompts": int(len(np.unique(g))),
-            "positive_rate": float(y.mean()),
-            "n_train": int(len(tr)),
-            "n_val": int(len(va)),
-            "n_train_prompts": int(len(np.unique(g[tr]))),
-            "n_val_prompts": int(len(np.unique(g[va]))),
-            "val_positive_rate": float(y[va].mean()),
-            "val_fraction": val_fraction,
-            "split_seed": split_seed,
+            "n": int(len(y)), "n_prompts": int(len(np.unique(g))), "positive_rate": float(y.mean()),
+            "n_train": int(len(tr)), "n_val": int(len(va)), "n_test": int(len(te)),
+            "n_train_prompts": int(len(np.unique(g[tr]))), "n_val_prompts": int(len(np.unique(g[va]))),
+            "n_test_prompts": int(len(np.unique(g[te]))), "val_positive_rate": float(y[va].mean()),
+            "val_fraction": val_fraction, "test_fraction": test_fraction,
         },
     }
+
+
+def _verifier(w32, b32, H, feature_set, thresholds, table, report, metadata):
+    """The exported verifier: the folded weights split into the hidden-state and the feature part."""
+    import torch
+
+    from selfjudge.judge.verifier import Verifier
+    from selfjudge.kernels.judge_features import FEATURE_NAMES
+
     meta = dict(metadata or {})
     meta.setdefault("feature", FEATURE_DEFINITION)
+    meta["feature_set"] = feature_set
     meta["label"] = "1 = acceptable; logit = acceptability (AutoJudge's importance negated)"
     meta["metrics"] = {k: report[k] for k in ("C", "train_roc_auc", "val_roc_auc", "at_threshold", "val_ece")}
+    if report.get("test"):
+        meta["metrics"]["test"] = {k: v for k, v in report["test"].items() if k != "at_threshold"}
     meta["reliability"] = table
     meta["training_set"] = report["training_set"]
     meta["trainer"] = "StandardScaler + L2 LogisticRegression (sklearn), C by grouped-validation ROC-AUC, folded"
-    verifier = Verifier(weight=torch.from_numpy(w32.copy()), bias=float(b32), thresholds=thresholds,
-                        metadata=meta)
-    return verifier, report
+    weight = np.zeros(H, dtype=np.float32) if feature_set == "phi" else w32[:H]
+    phi_weight = None
+    if feature_set != "h":
+        phi_weight = torch.from_numpy(w32[-len(FEATURE_NAMES):].copy())
+        meta["phi_features"] = list(FEATURE_NAMES)
+    return Verifier(weight=torch.from_numpy(weight.copy()), bias=float(b32), thresholds=thresholds, metadata=meta,
+                    phi_weight=phi_weight)
 
 
 # --------------------------------------------------------------------------- from label dirs
@@ -351,25 +298,50 @@ def train_from_labels(
     tau: float | None = None,
     tau_quantile: float | None = None,
     score: str | None = None,
+    feature_set: str = "h",
+    augment: bool = False,
     **fit_kwargs,
 ):
     """Read label dirs, fit, attach metadata from the manifests, optionally save to ``out``.
 
     ``tau`` / ``tau_quantile`` relabel SelfJudge scores before fitting (recorded in the metadata);
     ``score`` ("likelihood" / "confidence") relabels from that stored score instead of the run's own.
+    ``feature_set`` / ``augment``: see :func:`fit_verifier` (both need labels of format 2).
     """
+    from selfjudge.labelling.shards import read_label_dirs_tensors
+
     if score is not None and tau is None and tau_quantile is None:
         raise ValueError("score: choosing a score relabels the rows, so give tau or tau_quantile too")
     tau_used = resolve_tau(label_dirs, tau, tau_quantile, score=score)
-    feats, rows, manifests = read_label_dirs(label_dirs, tau=tau_used, score=score)
+    tensors, rows, manifests = read_label_dirs_tensors(label_dirs, tau=tau_used, score=score)
+    needed = (["phi"] if feature_set != "h" else []) + (["orig_features", "orig_phi"] if augment else [])
+    missing = [k for k in needed if k not in tensors]
+    if missing:
+        raise ValueError(f"labels: {missing} not stored in {list(label_dirs)} (labelled before format 2: relabel)")
+    feats = tensors["features"]
     labels = np.asarray([int(r["label"]) for r in rows])
     groups = [str(r["prompt_id"]) for r in rows]
+    meta = _label_metadata(label_dirs, manifests, command, score, tau_quantile)
+    if int(feats.shape[1]) != int(manifests[0].get("hidden_size", feats.shape[1])):
+        raise ValueError(f"labels: manifest hidden_size {manifests[0].get('hidden_size')} != features width "
+                         f"{feats.shape[1]}")
+    verifier, report = fit_verifier(feats, labels, groups, phi=tensors.get("phi"), feature_set=feature_set,
+                                    augment=(tensors["orig_features"], tensors["orig_phi"]) if augment else None,
+                                    metadata=meta, **fit_kwargs)
+    if out is not None:
+        verifier.save(out)
+    return verifier, report
+
+
+def _label_metadata(label_dirs, manifests, command, score, tau_quantile) -> dict:
+    """What a verifier records of the labels it was fit on."""
     m0 = manifests[0]
     meta = {
         "method": m0.get("method"),
         "target": m0.get("target"),
         "draft": m0.get("draft"),
-        "task": m0.get("task"),
+        "task": m0.get("task") if len({m.get("task") for m in manifests}) == 1 else "+".join(
+            sorted({str(m.get("task")) for m in manifests})),
         "label_dirs": [str(d) for d in label_dirs],
         "command": command,
     }
@@ -383,12 +355,7 @@ def train_from_labels(
         meta["labels_command"] = m0["command"]
     if m0.get("commands"):
         meta["labels_commands"] = m0["commands"]
-    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction"):
+    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction", "feature_dtype"):
         if extra in m0:
             meta[extra] = m0[extra]
-    if int(feats.shape[1]) != int(m0.get("hidden_size", feats.shape[1])):
-        raise ValueError(f"labels: manifest hidden_size {m0.get('hidden_size')} != features width {feats.shape[1]}")
-    verifier, report = fit_verifier(feats, labels, groups, metadata=meta, **fit_kwargs)
-    if out is not None:
-        verifier.save(out)
-    return verifier, report
+    return meta

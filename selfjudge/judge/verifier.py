@@ -1,15 +1,19 @@
 """The verifier file: one folded linear judge plus its JSON metadata.
 
-A verifier is an *acceptability* logit ``logit = weight · h + bias`` over the
-target's final-layer hidden state ``h`` after it has read a draft token; the
-engine accepts a mismatching draft token iff ``logit > threshold``. The feature
-standardisation used in training is already folded into ``weight``/``bias`` so
-that the verify kernel needs a single dot product per token.
+A verifier is an *acceptability* logit ``logit = weight · h + phi_weight · phi + bias``
+over the target's final-layer hidden state ``h`` after it has read a draft token and
+the target's probability features ``phi`` of that token (:mod:`selfjudge.kernels.judge_features`:
+log p(z), the margin to the top-1, the top-k entropy, at temperature 1); the engine
+accepts a mismatching draft token iff ``logit > threshold``. The feature
+standardisation used in training is already folded into the weights and the bias
+so that the verify kernel needs one dot product per token.
 
-On disk it is a safetensors file with two tensors, ``weight`` [H] float32 and
-``bias`` [] float32, and the metadata as one JSON string under the safetensors
-header metadata key ``"selfjudge_verifier"`` (plus ``"format"`` for a quick
-check). Nothing is pickled.
+On disk it is a safetensors file with the tensors ``weight`` [H] float32 and ``bias``
+[] float32 and, since format 2, ``phi_weight`` [F] float32 whose feature names the
+metadata lists under ``"phi_features"``; the metadata is one JSON string under the
+safetensors header metadata key ``"selfjudge_verifier"`` (plus ``"format"`` for a quick
+check). A format-1 file loads with ``phi_weight`` None (the hidden state alone).
+Nothing is pickled.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Any
 
 import torch
 
-FORMAT = "selfjudge-verifier/1"
+FORMAT = "selfjudge-verifier/2"
+FORMATS = ("selfjudge-verifier/1", FORMAT)  # readable
 _META_KEY = "selfjudge_verifier"
 
 
@@ -43,6 +48,12 @@ class Verifier:
     bias: float
     thresholds: dict[str, float] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
+    phi_weight: torch.Tensor | None = None  # [F] float32 over the probability features, or None
+
+    @property
+    def phi_features(self) -> tuple[str, ...]:
+        """Names of the probability features ``phi_weight`` applies to (empty without them)."""
+        return tuple(self.metadata.get("phi_features", ())) if self.phi_weight is not None else ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.weight, torch.Tensor) or self.weight.dim() != 1:
@@ -51,6 +62,8 @@ class Verifier:
         self.bias = float(self.bias)
         if not math.isfinite(self.bias) or not bool(torch.isfinite(self.weight).all()):
             raise ValueError("weight and bias must be finite")
+        if self.phi_weight is not None:
+            self.phi_weight = _check_phi_weight(self.phi_weight, self.metadata)
         self.thresholds = {str(k): float(v) for k, v in self.thresholds.items()}
         bad = sorted(k for k, v in self.thresholds.items() if math.isnan(v))
         if bad:
@@ -81,14 +94,38 @@ class Verifier:
             f"unknown threshold name_or_value {name_or_value!r}; stored names: {sorted(self.thresholds)}"
         )
 
-    def logits(self, features: torch.Tensor) -> torch.Tensor:
-        """Acceptability logits for hidden states ``features`` [..., H] -> [...] float32."""
+    def logits(self, features: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
+        """Acceptability logits for hidden states ``features`` [..., H] and, when the verifier reads
+        them, the probability features ``phi`` [..., F] -> [...] float32."""
         if features.shape[-1] != self.hidden_size:
             raise ValueError(f"features last dim {features.shape[-1]} != verifier hidden size {self.hidden_size}")
-        return features.to(torch.float32) @ self.weight + self.bias
+        out = features.to(torch.float32) @ self.weight + self.bias
+        if self.phi_weight is not None:
+            if phi is None or phi.shape[-1] != self.phi_weight.shape[0]:
+                raise ValueError(f"phi: this verifier reads {self.phi_features}; give phi [..., "
+                                 f"{self.phi_weight.shape[0]}], got {None if phi is None else tuple(phi.shape)}")
+            out = out + phi.to(torch.float32) @ self.phi_weight
+        return out
 
     def save(self, path: str | os.PathLike) -> None:
         save_verifier(self, path)
+
+
+def _check_phi_weight(phi_weight, metadata: dict) -> torch.Tensor:
+    """``phi_weight`` as a finite float32 [F] whose F features the metadata names, in the
+    definition this package computes (the verify op computes exactly these)."""
+    from selfjudge.kernels.judge_features import FEATURE_NAMES
+
+    if not isinstance(phi_weight, torch.Tensor) or phi_weight.dim() != 1:
+        raise ValueError(f"phi_weight must be a 1-D tensor [F], got {getattr(phi_weight, 'shape', type(phi_weight))}")
+    names = tuple(metadata.get("phi_features", ()))
+    if names != FEATURE_NAMES[: len(names)] or len(names) != phi_weight.shape[0]:
+        raise ValueError(f"phi_weight: metadata phi_features {list(names)} must name its {phi_weight.shape[0]} "
+                         f"entries, a prefix of {list(FEATURE_NAMES)}")
+    phi_weight = phi_weight.detach().to(torch.float32).contiguous()
+    if not bool(torch.isfinite(phi_weight).all()):
+        raise ValueError("phi_weight must be finite")
+    return phi_weight
 
 
 def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m", task: str = "gsm8k",
@@ -132,6 +169,8 @@ def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
         "weight": verifier.weight.contiguous(),
         "bias": torch.tensor(verifier.bias, dtype=torch.float32),
     }
+    if verifier.phi_weight is not None:
+        tensors["phi_weight"] = verifier.phi_weight.contiguous()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"  # renamed into place: a killed write never leaves a torn verifier
     save_safetensors(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
@@ -162,13 +201,14 @@ def load_verifier(
     try:
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}
-            if header.get("format") != FORMAT or _META_KEY not in header:
+            if header.get("format") not in FORMATS or _META_KEY not in header:
                 raise ValueError(f"path {path!s} is not a selfjudge verifier file (format {header.get('format')!r})")
             keys = set(f.keys())
-            if keys != {"weight", "bias"}:
-                raise ValueError(f"path {path!s}: expected tensors weight and bias, found {sorted(keys)}")
+            if keys not in ({"weight", "bias"}, {"weight", "bias", "phi_weight"}):
+                raise ValueError(f"path {path!s}: expected tensors weight, bias (and phi_weight), found {sorted(keys)}")
             weight = f.get_tensor("weight")
             bias = f.get_tensor("bias")
+            phi_weight = f.get_tensor("phi_weight") if "phi_weight" in keys else None
     except (SafetensorError, RuntimeError, TypeError) as err:  # truncated or corrupt file
         raise ValueError(f"path {path!s} is not a readable safetensors verifier file ({err})") from None
     try:
@@ -198,6 +238,7 @@ def load_verifier(
             "its judge reads another model's hidden states (retrain it on this target's labels)"
         )
     try:
-        return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta)
+        return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta,
+                        phi_weight=phi_weight)
     except ValueError as err:
         raise ValueError(f"path {path!s}: {err}") from None

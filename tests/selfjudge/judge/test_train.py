@@ -179,3 +179,46 @@ def test_train_relabels_selfjudge_scores_with_tau_quantile(tmp_path):
     assert rep["training_set"]["positive_rate"] == pytest.approx(np.mean(score > tau))
     assert rep["val_roc_auc"] > 0.9  # the score is linear in the features
     assert all(r["label"] == 0 for r in read_rows(d))  # the stored labels are untouched
+
+
+def _phi_world(n_prompts=40, per=12, seed=0):
+    """Labels decided by the probability features alone; the hidden state is noise."""
+    rng = np.random.default_rng(seed)
+    n = n_prompts * per
+    h = rng.normal(size=(n, 16))
+    phi = np.stack([rng.normal(-2, 1, n), np.abs(rng.normal(0, 1, n)), rng.uniform(0, 1, n)], 1)
+    y = (phi[:, 0] - phi[:, 1] + rng.normal(0, 0.3, n) > -2.5).astype(int)
+    g = [f"p{i // per}" for i in range(n)]
+    return h, phi, y, g
+
+
+def test_feature_sets_read_what_they_name_and_test_is_held_out():
+    h, phi, y, g = _phi_world()
+    kw = dict(c_grid=(0.01, 1.0), val_fraction=0.2, test_fraction=0.2)
+    v_h, r_h = fit_verifier(h, y, g, phi=phi, feature_set="h", **kw)
+    v_p, r_p = fit_verifier(h, y, g, phi=phi, feature_set="phi", **kw)
+    v_b, r_b = fit_verifier(h, y, g, phi=phi, feature_set="h+phi", **kw)
+    assert r_p["test"]["roc_auc"] > 0.9 and r_b["test"]["roc_auc"] > 0.9
+    assert r_h["test"]["roc_auc"] < 0.7  # negative control: the hidden state carries no signal here
+    assert v_h.phi_weight is None and v_p.phi_weight.shape == (3,) and float(v_p.weight.abs().max()) == 0.0
+    ts = r_b["training_set"]
+    assert ts["n_train"] + ts["n_val"] + ts["n_test"] == len(y) and ts["n_test_prompts"] == 8
+    # the exported verifier gives the report's logits: folded weights over raw h and phi
+    logits = v_b.logits(torch.tensor(h, dtype=torch.float32), torch.tensor(phi, dtype=torch.float32)).numpy()
+    assert abs(roc_auc_score(y, logits) - np.mean([r_b["train_roc_auc"], r_b["val_roc_auc"]])) < 0.1
+
+
+def test_augmentation_adds_training_rows_only_and_round_trips(tmp_path):
+    h, phi, y, g = _phi_world(seed=1)
+    orig = (h + 1.0, np.stack([np.full(len(y), -0.1), np.zeros(len(y)), phi[:, 2]], 1))
+    kw = dict(phi=phi, feature_set="h+phi", c_grid=(1.0,), test_fraction=0.2, seed=3)
+    v0, r0 = fit_verifier(h, y, g, **kw)
+    v1, r1 = fit_verifier(h, y, g, augment=orig, **kw)
+    assert r1["training_set"] == r0["training_set"]  # same prompts on every side; extra rows only fit
+    assert r1["augment"] and not r0["augment"]
+    assert not np.allclose(v0.phi_weight.numpy(), v1.phi_weight.numpy())
+    path = tmp_path / "v.safetensors"
+    v1.save(path)
+    back = load_verifier(path)
+    assert back.phi_features == ("logp_draft", "margin_to_top1", "topk_entropy")
+    assert torch.equal(back.phi_weight, v1.phi_weight) and back.metadata["feature_set"] == "h+phi"
