@@ -17,7 +17,8 @@ import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa: F401 (re-exported)
-from .verify_options import VerifyOutput, _fly_options, _noise_for, _prepare, _unit_scale, draw_noise  # noqa: F401
+from .verify_options import (VerifyOutput, _fly_options, _noise_for, _phi_weight, _prepare,  # noqa: F401
+                             _unit_scale, draw_noise)
 from .verify_torch import native_verify
 
 __all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise", "sanitized_cu"]
@@ -36,6 +37,7 @@ def verify(
     hidden_states: torch.Tensor | None = None,  # [B, K, H]
     judge_weight: torch.Tensor | None = None,  # [H]
     judge_bias: float | torch.Tensor = 0.0,  # float, 0-d or [B]
+    judge_phi_weight: torch.Tensor | None = None,  # [F]
     judge_threshold: float = 0.0,
     relaxed_accept: torch.Tensor | None = None,  # [B, K] bool
     judge_blocked: torch.Tensor | None = None,  # [B, K] bool
@@ -72,7 +74,10 @@ def verify(
             Neither: torch's default generator.
         hidden_states: ``[B, K, H]`` target final hidden states after reading
             each draft token; ``judge_weight`` ``[H]``; ``judge_bias`` float or
-            ``[B]``; ``judge_threshold`` in logit space.
+            ``[B]``; ``judge_threshold`` in logit space. ``judge_phi_weight`` ``[F]``
+            adds ``phi . judge_phi_weight`` to the logit, ``phi`` being the target's
+            probability features of the draft token at temperature 1
+            (:mod:`selfjudge.kernels.judge_features`), computed in the op's own pass.
         relaxed_accept: ``[B, K]`` bool: extra relaxations decided outside the
             op (e.g. top-k policies), OR-ed into the judge rule.
         judge_blocked: ``[B, K]`` bool: positions where neither the judge nor
@@ -124,6 +129,7 @@ def verify(
         target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
         judge_blocked, (B, K), B)
     fly = _fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
+    phi_w = _phi_weight(judge_phi_weight, judge_weight, device)
     u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
     # the twin takes exactly the launcher's arguments
     if triton:
@@ -133,5 +139,6 @@ def verify(
     out = backend_fn(
         draft_token_ids.long(), num_draft_tokens.long(), target_logits, draft_probs, inv_t, greedy, u, e,
         hidden_states, judge_weight, bias, thr, override,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly)
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly,
+        phi_weight=phi_w)
     return VerifyOutput(*out)

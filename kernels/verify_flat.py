@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_options import VerifyOutput, _fly_options, _noise_for, _prepare, _unit_scale
+from .verify_options import VerifyOutput, _fly_options, _noise_for, _phi_weight, _prepare, _unit_scale
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
@@ -74,6 +74,7 @@ def verify_flat(
     hidden_states: torch.Tensor | None = None,  # [T, H]
     judge_weight: torch.Tensor | None = None,  # [H]
     judge_bias: float | torch.Tensor = 0.0,
+    judge_phi_weight: torch.Tensor | None = None,  # [F]
     judge_threshold: float = 0.0,
     relaxed_accept: torch.Tensor | None = None,  # [T] bool
     judge_blocked: torch.Tensor | None = None,  # [T] bool
@@ -143,6 +144,7 @@ def verify_flat(
         target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
         judge_blocked, (T,), B)
     fly = _fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
+    phi_w = _phi_weight(judge_phi_weight, judge_weight, device)
     u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
 
     n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
@@ -154,7 +156,7 @@ def verify_flat(
         out = verify_triton(
             draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
             draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr, override,
-            K_max=K, all_greedy=all_greedy, fly=fly)
+            K_max=K, all_greedy=all_greedy, fly=fly, phi_weight=phi_w)
         return VerifyOutput(*out)
 
     # torch: gather into the padded layout (one copy of the logits) and run the twin on the launcher's arguments
@@ -175,5 +177,5 @@ def verify_flat(
     relaxed = padded(override, 0)  # [B, K] bool or int8
     out = native_verify(
         draft, n, logits, q, inv_t, greedy, u, e, hidden, judge_weight, bias, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly)
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly, phi_weight=phi_w)
     return VerifyOutput(*out)

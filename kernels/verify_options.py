@@ -149,6 +149,20 @@ def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias
     return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold, _override(relaxed_accept, judge_blocked)
 
 
+def _phi_weight(judge_phi_weight, judge_weight, device):
+    """The judge's weights over the probability features ``[F]`` fp32 on ``device``, or None."""
+    if judge_phi_weight is None:
+        return None
+    from .judge_features import NUM_FEATURES
+
+    if judge_weight is None:
+        raise ValueError("judge_phi_weight needs judge_weight and hidden_states (it extends the judge's logit)")
+    check_tensor("judge_phi_weight", judge_phi_weight, 1, floating=True)
+    check_shape("judge_phi_weight", judge_phi_weight, (NUM_FEATURES,))
+    check_device("judge_phi_weight", judge_phi_weight, device, "target_logits")
+    return judge_phi_weight.float().contiguous()
+
+
 def _override(relaxed_accept, judge_blocked):
     """The kernel's per-position override of the relaxed rule: int8 1 accept, -1 forbid, 0 none
     (just ``relaxed_accept`` when nothing is blocked)."""

@@ -23,14 +23,17 @@ Conventions shared with the kernel (see ``csrc_docs/verify.md``):
   race over ``p_j / E_v`` (a draw from ``p_j``);
 * bonus token (all ``n_b`` drafts accepted): ``argmax_v x_{n_b, v} - log E_v``
   (Gumbel-max with the same exponentials, i.e. a draw from ``p_{n_b}``);
-* judge: ``logit_i = h_i . w + bias`` (fp32); ``judge_accepted_i = (logit_i >
+* judge: ``logit_i = h_i . w + bias`` (fp32), plus ``phi_i . u`` with ``phi_weight`` u: the
+  probability features of the draft token at temperature 1
+  (:func:`selfjudge.kernels.judge_features.position_features`); ``judge_accepted_i = (logit_i >
   threshold or relaxed_accept_i) and not judge_blocked_i`` (the kernel receives
   the last two as one int8 override per position: 1 accept, -1 forbid, 0 none);
   position i is kept iff aligned or judge-accepted (a blocked position needs the
   lossless rule);
 * ``align_accepted`` / ``judge_accepted`` are reported for the positions the
   walk evaluated (i < n_b and i <= first rejection), False elsewhere;
-  ``judge_logits`` is filled for every i < n_b and NaN beyond;
+  ``judge_logits`` is filled for every i < n_b and NaN beyond (with ``phi_weight``: for the
+  evaluated positions only, where the kernel's walk computes the features, NaN elsewhere);
 * a draft id outside [0, V) is a *placeholder* (vLLM pads with -1): no rule
   keeps it (neither the lossless rule nor the judge nor ``relaxed``), so the
   walk stops there and the recovered token comes from that position (with
@@ -41,6 +44,8 @@ Conventions shared with the kernel (see ``csrc_docs/verify.md``):
 from __future__ import annotations
 
 import torch
+
+from .judge_features import position_features
 
 PLACEHOLDER_TOKEN_ID = -1
 
@@ -77,6 +82,7 @@ def native_verify(
     any_greedy: bool = True,
     unit_scale: bool = False,
     fly: tuple[int, float, int] | None = None,
+    phi_weight: torch.Tensor | None = None,  # [F] fp32 judge weights of the probability features
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
@@ -100,7 +106,9 @@ def native_verify(
     ar_k = torch.arange(K, device=device)  # [K]
     valid = ar_k[None, :] < n[:, None]  # [B, K]
 
-    judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed)
+    phi = _draft_features(target_logits, d) if phi_weight is not None and judge_weight is not None else None
+    judge, judge_logits = _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed,
+                                        phi, phi_weight)
     judge = judge & real  # no rule keeps a placeholder: the walk stops there
     if device.type == "cpu" and not all_greedy and fly is None:
         # sampling on the CPU: the softmax statistics of the positions the walk reaches, no others
@@ -137,7 +145,7 @@ def native_verify(
     out.scatter_(1, num_acc[:, None], tok[:, None])
 
     if judge_logits is not None:
-        judge_logits = torch.where(valid, judge_logits, float("nan"))
+        judge_logits = torch.where(evaluated if phi is not None else valid, judge_logits, float("nan"))
     return out, num_acc, align & evaluated, judge & evaluated, judge_logits
 
 
@@ -258,12 +266,21 @@ def _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, g
     return torch.where(greedy[:, None], align_g, align_s) if any_greedy else align_s
 
 
-def _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed):
+def _draft_features(target_logits, d) -> torch.Tensor:
+    """The judge's probability features of every draft token ``[B, K, F]`` (temperature 1)."""
+    B, K = d.shape
+    rows = target_logits[:, :K].reshape(B * K, target_logits.shape[-1])
+    return position_features(rows, d.reshape(B * K)).view(B, K, -1)
+
+
+def _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed, phi=None, phi_weight=None):
     """The relaxed rule at every draft position: ``(judge_accept [B, K], judge_logits [B, K] | None)``."""
     judge = torch.zeros_like(valid)
     judge_logits = None
     if judge_weight is not None:
         judge_logits = hidden_states.float() @ judge_weight.float() + judge_bias[:, None]  # [B, K]
+        if phi is not None:
+            judge_logits = judge_logits + phi @ phi_weight.float()
         judge = judge_logits > judge_threshold
     if relaxed is not None:
         if relaxed.dtype == torch.bool:

@@ -52,6 +52,7 @@ def verify_triton(
     return_launch: bool = False,
     logits_batch_stride: int = 0,
     fly: tuple[int, float, int] | None = None,
+    phi_weight: torch.Tensor | None = None,  # [F] fp32
 ):
     """Launch the kernel (one program per request) on flattened inputs.
 
@@ -81,6 +82,7 @@ def verify_triton(
     if has_q and draft_probs_rows.stride(1) != 1:
         draft_probs_rows = draft_probs_rows.contiguous()
     has_judge = judge_weight is not None
+    has_phi = has_judge and phi_weight is not None
     has_relaxed = relaxed_rows is not None
     out = torch.full((B, K_max + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int64, device=device)
     num_acc = torch.empty(B, dtype=torch.int64, device=device)
@@ -121,6 +123,7 @@ def verify_triton(
             hidden_rows if has_judge else dummy,
             judge_weight if has_judge else dummy,
             bias if has_judge else dummy,
+            phi_weight.float().contiguous() if has_phi else dummy,
             relaxed_rows if has_relaxed else dummy,
             float(threshold), K_max, V, H,
             logits_batch_stride,
@@ -130,6 +133,7 @@ def verify_triton(
             *(fly if fly is not None else (0, 0.0, 1)),
         ),
         dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling, HAS_FLY=fly is not None,
+             HAS_PHI=has_phi,
              BLOCK_V=BV, BLOCK_H=BH, num_warps=num_warps or (8 if BV >= 2048 else 4)),
     )
     if return_launch:
@@ -199,7 +203,7 @@ def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16
            "draft_ptr": "*i64", "tok_start_ptr": "*i64", "num_draft_ptr": "*i64", "logits_ptr": f"*{logits_dtype}",
            "logit_start_ptr": "*i64", "q_ptr": "*fp32", "inv_t_ptr": "*fp32", "greedy_ptr": "*i8",
            "u_ptr": "*fp64", "e_ptr": "*fp32", "h_ptr": f"*{logits_dtype}", "w_ptr": "*fp32", "bias_ptr": "*fp32",
-           "relaxed_ptr": "*i8"}
+           "phi_w_ptr": "*fp32", "relaxed_ptr": "*i8"}
     sig = {}
     for name in inspect.signature(_verify_kernel.fn).parameters:
         if name in ptr:
@@ -212,7 +216,8 @@ def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16
             sig[name] = "i32"
         else:
             sig[name] = "constexpr"
-    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, HAS_FLY=True, BLOCK_V=4096, BLOCK_H=1024)
+    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, HAS_FLY=True, HAS_PHI=True,
+                 BLOCK_V=4096, BLOCK_H=1024)
     const.update(constexprs)
     return triton.compile(ASTSource(_verify_kernel, sig, const), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": num_warps})

@@ -5,7 +5,9 @@ One program per request walks its draft positions in order. At each position
 (online log-sum-exp and argmax of the temperature-scaled, sanitised logits; no
 softmax is ever written), :func:`_align_test` applies the lossless rule (greedy
 or ``u <= p(d)/q(d)``) and :func:`_relaxed_test` the judge (``h . w + bias >
-threshold`` computed in the same program) or the per-position override. The
+threshold`` computed in the same program, plus ``phi . u`` over the draft token's
+probability features, which :func:`_position_stats` gathers at temperature 1 in the same
+pass: :func:`_phi_features`) or the per-position override. The
 walk stops at the first position neither accepts; only then
 :func:`_recovered_token` makes a second pass over that position (the exponential
 race ``argmax max(p - q, 0) / E``); if every draft was kept, :func:`_bonus_token`
@@ -79,12 +81,18 @@ def _store_judge_logits(jlogit_ptr, h_ptr, w_ptr, bias_ptr, b, tok0, n, K_max, s
 
 @triton.jit
 def _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                  HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, BLOCK_H: tl.constexpr):
+                  phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, jl_off,
+                  HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, HAS_PHI: tl.constexpr, BLOCK_H: tl.constexpr):
     """The relaxed rule at one position: judge logit > threshold, OR the override's accept,
-    AND NOT its forbid (override: 1 accept, -1 forbid, 0 none)."""
+    AND NOT its forbid (override: 1 accept, -1 forbid, 0 none). With ``HAS_PHI`` the logit adds
+    ``phi . u`` and is stored here (the walk is where the features exist)."""
     accept = tl.zeros((), dtype=tl.int32) != 0
     if HAS_JUDGE:
-        accept = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H) > threshold
+        jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H)
+        if HAS_PHI:
+            jl += phi0 * tl.load(phi_w_ptr) + phi1 * tl.load(phi_w_ptr + 1) + phi2 * tl.load(phi_w_ptr + 2)
+            tl.store(jlogit_ptr + jl_off, jl)
+        accept = jl > threshold
     if HAS_RELAXED:
         r = tl.load(relaxed_ptr + tok)
         accept = (accept | (r > 0)) & (r >= 0)
@@ -92,19 +100,71 @@ def _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride
 
 
 @triton.jit
-def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, SAMPLING: tl.constexpr, BLOCK_V: tl.constexpr):
+def _top3_update(x, t1, t2, t3):
+    """Per-lane running top-3 values (a multiset: ties keep both copies)."""
+    n3 = tl.where(x > t2, t2, tl.maximum(t3, x))
+    n2 = tl.where(x > t1, t1, tl.maximum(t2, x))
+    return tl.maximum(t1, x), n2, n3
+
+
+@triton.jit
+def _max_below(t1, t2, t3, v):
+    """The largest per-lane entry strictly below ``v`` (-inf if none)."""
+    ninf = float("-inf")
+    m = tl.maximum(tl.where(t1 < v, t1, ninf), tl.maximum(tl.where(t2 < v, t2, ninf), tl.where(t3 < v, t3, ninf)))
+    return tl.max(m, axis=0)
+
+
+@triton.jit
+def _count_eq(t1, t2, t3, v):
+    return tl.sum((t1 == v).to(tl.int32) + (t2 == v).to(tl.int32) + (t3 == v).to(tl.int32), axis=0)
+
+
+@triton.jit
+def _phi_features(xd, m1, s1, t1, t2, t3, bad1):
+    """The judge's probability features from one pass's temperature-1 statistics (the twin:
+    ``kernels.judge_features.position_features``): log p(d) (floored), the margin to the top-1
+    and the entropy of the three largest probabilities; all 0 for an invalid position."""
+    g1 = tl.max(t1, axis=0)
+    c1 = _count_eq(t1, t2, t3, g1)
+    below1 = _max_below(t1, t2, t3, g1)
+    g2 = tl.where(c1 >= 2, g1, below1)
+    c2 = _count_eq(t1, t2, t3, g2)
+    g3 = tl.where(c1 >= 3, g1, tl.where(c1 == 2, below1, tl.where(c2 >= 2, g2, _max_below(t1, t2, t3, g2))))
+    ok = (bad1 == 0) & (g1 > float("-inf"))
+    lse = tl.where(ok, m1 + tl.log(s1), 0.0)
+    logp_d = tl.maximum(xd - lse, -100.0)
+    margin = tl.maximum(tl.maximum(g1 - lse, -100.0) - logp_d, 0.0)
+    lp1, lp2, lp3 = g1 - lse, g2 - lse, g3 - lse
+    p1, p2, p3 = tl.exp(lp1), tl.exp(lp2), tl.exp(lp3)
+    # p * log p only where p > 0 (a -inf log-probability would make 0 * -inf)
+    entropy = -(p1 * tl.where(p1 > 0, lp1, 0.0) + p2 * tl.where(p2 > 0, lp2, 0.0) + p3 * tl.where(p3 > 0, lp3, 0.0))
+    return tl.where(ok, logp_d, 0.0), tl.where(ok, margin, 0.0), tl.where(ok, entropy, 0.0)
+
+
+@triton.jit
+def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING: tl.constexpr, HAS_PHI: tl.constexpr,
+                    BLOCK_V: tl.constexpr):
     """Pass 1 over one position's vocabulary: argmax, validity and (sampling) log-sum-exp.
 
     Per-lane accumulators; one reduction per tile (the tile max, for the shared
-    shift m), the rest reduced once. Returns ``(argmax, ok, lse)``: ``ok`` is False
-    for a position holding NaN, +inf or only -inf (nothing aligns there, it emits
-    id 0); ``lse`` is -inf when not sampling or not ok.
+    shift m), the rest reduced once. Returns ``(argmax, ok, lse, phi0, phi1, phi2)``:
+    ``ok`` is False for a position holding NaN, +inf or only -inf (nothing aligns
+    there, it emits id 0); ``lse`` is -inf when not sampling or not ok. With
+    ``HAS_PHI`` the same pass also gathers the unscaled (temperature-1) log-sum-exp
+    and top-3 values for the judge's features of draft token ``d`` (else they are 0).
     """
     m = tl.full((), float("-inf"), dtype=tl.float32)
     s_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
     best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
     besti_l = offs_v
     bad_l = offs_v < 0
+    m1 = tl.full((), float("-inf"), dtype=tl.float32)
+    s1_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
+    t1 = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+    t2 = t1
+    t3 = t1
+    bad1_l = bad_l
     for v0 in range(0, V, BLOCK_V):
         x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
         bad_l = bad_l | tbad
@@ -114,13 +174,28 @@ def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, SAMPLING: tl.constexp
             m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
             s_l = s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
             m = m_new
+        if HAS_PHI:
+            raw, _i, _m, rbad = _load_x(logits_ptr, row_off, v0, offs_v, V, 1.0)
+            bad1_l = bad1_l | rbad
+            t1, t2, t3 = _top3_update(raw, t1, t2, t3)
+            m1_new = tl.maximum(m1, tl.max(raw, axis=0))
+            m1_safe = tl.where(m1_new == float("-inf"), 0.0, m1_new)
+            s1_l = s1_l * tl.exp(m1 - m1_safe) + tl.exp(raw - m1_safe)
+            m1 = m1_new
     best, best_i = _lane_argmax(best_l, besti_l)
     bad = tl.max(bad_l.to(tl.int32), axis=0)
     ok = (bad == 0) & (best > float("-inf"))
     lse = tl.full((), float("-inf"), dtype=tl.float32)
     if SAMPLING:
         lse = tl.where(ok, m + tl.log(tl.sum(s_l, axis=0)), float("-inf"))
-    return best_i, ok, lse
+    phi0 = tl.zeros((), dtype=tl.float32)
+    phi1 = phi0
+    phi2 = phi0
+    if HAS_PHI:
+        xd = tl.load(logits_ptr + row_off + d).to(tl.float32)
+        phi0, phi1, phi2 = _phi_features(xd, m1, tl.sum(s1_l, axis=0), t1, t2, t3,
+                                         tl.max(bad1_l.to(tl.int32), axis=0))
+    return best_i, ok, lse, phi0, phi1, phi2
 
 
 @triton.jit
@@ -224,7 +299,7 @@ def _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv
     """FLy's deferred acceptance of a native rejection at position i: entropy of the top-k target
     probabilities >= threshold, p(d) > 0, i + W < n, and the next W drafts natively accepted."""
     row_off = b * stride_lb + (row0 + i) * stride_lr
-    best_i, ok, lse = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, True, BLOCK_V)
+    best_i, ok, lse, _p0, _p1, _p2 = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, True, False, BLOCK_V)
     xd = tl.load(logits_ptr + row_off + d).to(tl.float32) * inv_t
     pd = tl.where(ok, tl.exp(xd - lse), 0.0)
     accept = ok & (pd > 0) & (i + fly_window < n)
@@ -236,7 +311,8 @@ def _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv
                 dj_raw = tl.load(draft_ptr + tok0 + i + j)
                 dj = tl.minimum(tl.maximum(dj_raw, 0), V - 1)
                 off_j = b * stride_lb + (row0 + i + j) * stride_lr
-                best_j, ok_j, lse_j = _position_stats(logits_ptr, off_j, offs_v, V, inv_t, SAMPLING, BLOCK_V)
+                best_j, ok_j, lse_j, _q0, _q1, _q2 = _position_stats(logits_ptr, off_j, offs_v, V, inv_t, dj, SAMPLING,
+                                                                     False, BLOCK_V)
                 u = 1.0
                 if SAMPLING:
                     u = tl.load(u_ptr + b * K_max + i + j)
@@ -266,6 +342,7 @@ def _verify_kernel(
     h_ptr,  # [T, H] float hidden states (HAS_JUDGE)
     w_ptr,  # [H] float judge weight (HAS_JUDGE)
     bias_ptr,  # [B] fp32 judge bias (HAS_JUDGE)
+    phi_w_ptr,  # [3] fp32 judge weights of the probability features (HAS_PHI)
     relaxed_ptr,  # [T] int8 per-position override of the relaxed rule: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
     threshold,  # fp32 judge threshold (logit space)
     K_max,
@@ -283,6 +360,7 @@ def _verify_kernel(
     HAS_RELAXED: tl.constexpr,
     SAMPLING: tl.constexpr,
     HAS_FLY: tl.constexpr,
+    HAS_PHI: tl.constexpr,
     BLOCK_V: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
@@ -296,7 +374,8 @@ def _verify_kernel(
     is_greedy = greedy_flag != 0
     offs_v = tl.arange(0, BLOCK_V)
     if HAS_JUDGE:
-        _store_judge_logits(jlogit_ptr, h_ptr, w_ptr, bias_ptr, b, tok0, n, K_max, stride_hr, H, BLOCK_H)
+        if not HAS_PHI:  # with the features, the walk stores the logits of the positions it evaluates
+            _store_judge_logits(jlogit_ptr, h_ptr, w_ptr, bias_ptr, b, tok0, n, K_max, stride_hr, H, BLOCK_H)
 
     # the walk: stops at the first position neither rule accepts
     n_acc = tl.zeros((), dtype=tl.int64)
@@ -310,9 +389,11 @@ def _verify_kernel(
             d_raw = tl.load(draft_ptr + tok)
             real = (d_raw >= 0) & (d_raw < V)  # False: a placeholder, which no rule keeps
             d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
+            best_i, ok, lse, phi0, phi1, phi2 = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING,
+                                                                HAS_PHI, BLOCK_V)
             jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                                 HAS_JUDGE, HAS_RELAXED, BLOCK_H) & real
-            best_i, ok, lse = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, SAMPLING, BLOCK_V)
+                                 phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
+                                 HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
             u = 1.0
             if SAMPLING:
                 u = tl.load(u_ptr + b * K_max + i)

@@ -90,9 +90,11 @@ class TopKPolicy(Policy):
 class JudgePolicy(Policy):
     """Standard rule OR a linear judge on the target's final hidden state.
 
-    Accepts position i when ``w . h_i + b > threshold`` (acceptability logit),
+    Accepts position i when ``w . h_i + u . phi_i + b > threshold`` (acceptability logit),
     where h_i is the target's final-norm hidden state after reading draft token
-    d_i. This is SelfJudge's and (negated importance) AutoJudge's verifier.
+    d_i and phi_i the target's probability features of d_i (a verifier with
+    ``phi_weight`` u; the verify op computes phi in its own pass). This is
+    SelfJudge's and (negated importance) AutoJudge's verifier.
 
     Args:
         verifier: a :class:`selfjudge.judge.Verifier` or a ``(weight [H], bias)`` pair.
@@ -112,10 +114,12 @@ class JudgePolicy(Policy):
             if len(verifier) != 2:
                 raise ValueError("verifier must be a Verifier or a (weight, bias) pair")
             weight, bias = verifier
+            phi_weight = None
             thresholds: dict = {}
             lookup = None
         elif hasattr(verifier, "weight") and hasattr(verifier, "bias"):
             weight, bias = verifier.weight, verifier.bias
+            phi_weight = getattr(verifier, "phi_weight", None)
             thresholds = dict(getattr(verifier, "thresholds", {}) or {})
             lookup = getattr(verifier, "threshold", None)
         else:
@@ -124,6 +128,7 @@ class JudgePolicy(Policy):
         if weight.ndim != 1:
             raise ValueError(f"verifier weight must be 1-D [H], got shape {tuple(weight.shape)}")
         self.weight = weight  # [H]
+        self.phi_weight = None if phi_weight is None else torch.as_tensor(phi_weight, dtype=torch.float32)  # [F]
         self.bias = float(bias)
         if threshold is None:
             threshold = "F" if "F" in thresholds else 0.0
@@ -143,12 +148,16 @@ class JudgePolicy(Policy):
             )
         if self.weight.device != hidden_states.device:
             self.weight = self.weight.to(hidden_states.device)
+            if self.phi_weight is not None:
+                self.phi_weight = self.phi_weight.to(hidden_states.device)
         kwargs = {
             "hidden_states": hidden_states,
             "judge_weight": self.weight,
             "judge_bias": self.bias,
             "judge_threshold": self.threshold,
         }
+        if self.phi_weight is not None:
+            kwargs["judge_phi_weight"] = self.phi_weight
         if self._protected_ids is not None:
             V = target_logits.shape[-1]
             mask = self._protected
@@ -163,7 +172,8 @@ class JudgePolicy(Policy):
 
     def __repr__(self) -> str:
         protected = "" if self._protected_ids is None else f", protected={len(self._protected_ids)} ids"
-        return f"JudgePolicy(H={self.weight.shape[0]}, threshold={self.threshold:g}{protected})"
+        phi = "" if self.phi_weight is None else f", phi={self.phi_weight.shape[0]}"
+        return f"JudgePolicy(H={self.weight.shape[0]}{phi}, threshold={self.threshold:g}{protected})"
 
 
 def _probs(target_logits, K: int, temperature: float) -> torch.Tensor:  # [B, K+1, V] -> [B, K, V] fp32

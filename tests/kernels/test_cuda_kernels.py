@@ -78,10 +78,12 @@ def test_verify_kernel_judge_and_relaxed_inputs_equal_twin():
     relaxed = torch.rand(B, K, device="cuda", generator=g) < 0.2
     blocked = torch.rand(B, K, device="cuda", generator=g) < 0.1
     kw = dict(hidden_states=hidden, judge_weight=w, judge_bias=0.1, judge_threshold=0.5,
+              judge_phi_weight=torch.tensor([0.5, -0.3, 1.0], device="cuda"),
               relaxed_accept=relaxed, judge_blocked=blocked, temperature=0.0)
     a = verify(drafts, n, logits, backend="triton", **kw)
     b = verify(drafts, n, logits, backend="torch", **kw)
     assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(a.output_token_ids, b.output_token_ids)
+    torch.testing.assert_close(a.judge_logits, b.judge_logits, atol=1e-3, rtol=1e-4, equal_nan=True)
     plain = verify(drafts, n, logits, temperature=0.0, backend="triton")
     assert bool((a.num_accepted >= plain.num_accepted).all())  # a judge only ever keeps more
     assert bool((a.num_accepted > plain.num_accepted).any())  # negative control: the judge acted

@@ -410,7 +410,8 @@ def test_kernel_compiles_for_h200_without_a_gpu():
     code = (
         "from selfjudge.kernels.verify_triton import aot_compile\n"
         "for flags in [(True, True, True, True), (False, False, False, False), (False, False, True, True)]:\n"
-        "    k = aot_compile(90, HAS_Q=flags[0], HAS_JUDGE=flags[1], HAS_RELAXED=flags[2], SAMPLING=flags[3])\n"
+        "    k = aot_compile(90, HAS_Q=flags[0], HAS_JUDGE=flags[1], HAS_RELAXED=flags[2], SAMPLING=flags[3],\n"
+        "                    HAS_PHI=flags[1])\n"
         "    assert 'ld.global' in k.asm['ptx'] and len(k.asm['cubin']) > 0\n"
         "print('compiled')\n"
     )
