@@ -87,12 +87,18 @@ def choose_thresholds(
         "F_unacceptable": float(cand[int(np.argmax(f1_unacc))]),
         "F_macro": float(cand[int(np.argmax(0.5 * (f1_acc + f1_unacc)))]),
     }
-    if len(neg):
-        # smallest theta with  #(neg <= theta) >= ceil(target_recall * n_neg)
-        k = max(1, math.ceil(target_recall * len(neg) - 1e-9))
-        out["R"] = float(neg[k - 1])
-    else:
-        out["R"] = float(cand[0])
+    # Youden's J (max TPR - FPR, acceptable = positive), as SelfJudge's released code picks it
+    with np.errstate(divide="ignore", invalid="ignore"):
+        j = (tp / max(len(pos), 1)) - (fp / max(len(neg), 1))
+    out["J"] = float(cand[int(np.argmax(j))])
+    for name, recall in (("R", target_recall), ("R80", 0.8)):
+        if len(neg):
+            # smallest theta with  #(neg <= theta) >= ceil(recall * n_neg): at most 1 - recall of the
+            # unacceptable mismatches accepted (R80: the released code's second operating point)
+            k = max(1, math.ceil(recall * len(neg) - 1e-9))
+            out[name] = float(neg[k - 1])
+        else:
+            out[name] = float(cand[0])
     for q in quantiles:
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantiles must lie in [0, 1], got {q}")

@@ -19,6 +19,8 @@ Operating thresholds (logit space, accept iff ``logit > theta``):
 * ``"R"``: the smallest threshold at which at least ``target_recall`` (0.9 by
   default) of the validation *unacceptable* tokens are rejected, i.e. at most
   10 % of harmful mismatches get accepted.
+* ``"J"`` (Youden's J, max TPR - FPR) and ``"R80"`` (at least 80 % of the unacceptable
+  tokens rejected): the operating points of SelfJudge's released code.
 * ``"q0.05" .. "q0.95"``: quantiles of the validation logits (``qX`` rejects
   about a fraction X of mismatches), for accuracy/acceptance Pareto curves.
 """
@@ -246,7 +248,7 @@ def _report(y, groups, tr, va, te, logit, thresholds, table, sweep, best_c, val_
         "validation": held_out_metrics(va_logit, y[va], thresholds),
         "test": held_out_metrics(logit(te), y[te], thresholds) if len(te) and len(np.unique(y[te])) == 2 else None,
         "at_threshold": {
-            name: confusion_at(va_logit, y[va], thresholds[name]) for name in ("F", "F_unacceptable", "F_macro", "R")
+            name: confusion_at(va_logit, y[va], thresholds[name]) for name in ("F", "F_unacceptable", "F_macro", "R", "J", "R80")
         },
         "sweep": [{"name": k, **confusion_at(va_logit, y[va], v)} for k, v in thresholds.items() if k.startswith("q")],
         "reliability": table,

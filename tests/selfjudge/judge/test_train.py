@@ -79,6 +79,10 @@ def test_choose_thresholds_rules_against_brute_force():
     assert confusion_at(logits, labels, th["R"])["unacceptable_recall"] >= 0.9
     for q in (0.1, 0.5, 0.9):
         assert abs(np.mean(logits > th[f"q{q:.2f}"]) - (1 - q)) < 0.03
+    youden = [np.mean(logits[labels == 1] > t) - np.mean(neg > t) for t in cands]
+    m = confusion_at(logits, labels, th["J"])
+    assert m["recall"] - m["harmful_accept_rate"] == pytest.approx(max(youden))
+    assert np.mean(neg <= th["R80"]) >= 0.8 and th["R80"] <= th["R"]
 
 
 def test_reliability_table_counts_and_rates():

@@ -1,0 +1,157 @@
+"""Teacher-forced ablation of the SelfJudge verifier on held-out prompts.
+
+For each task's label folder (format 2: h, phi and the original token's state stored), one grouped
+split by prompt (train / validation / test), then every combination of
+
+* features: ``h`` (the hidden state), ``phi`` (the target's probability features of the draft
+  token), ``h+phi``;
+* score: ``likelihood`` (SPEC's suffix log-likelihood) or ``confidence`` (the released code's);
+* augmentation: off / on (the original token as an acceptable example, training side only);
+
+fit with C chosen on validation, and report test ROC-AUC, PR-AUC and the share of acceptable
+mismatches accepted where at most 5 % of unacceptable ones are. The training-free rules are scored
+on the same test rows as one-feature detectors: relaxed top-N's margin (``-margin_to_top1``),
+FLy's top-k entropy and the draft token's log-probability. A tau sweep (quantiles of the score)
+shows how the labels' balance moves the numbers (h+phi, likelihood, no augmentation).
+
+    python bench/judge_ablation.py --labels gsm8k=runs/sj22-gsm8k sharegpt=runs/sj22-sharegpt \\
+        --out bench/results/judge-ablation/ablation.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))
+TAU_SWEEP = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def load(label_dir: str):
+    from selfjudge.labelling.shards import read_label_dirs_tensors
+
+    tensors, rows, manifests = read_label_dirs_tensors([label_dir])
+    missing = {"phi", "orig_features", "orig_phi"} - set(tensors)
+    if missing:
+        raise SystemExit(f"{label_dir}: labels of format 2 needed (missing {sorted(missing)}); relabel it")
+    scores = {s: np.asarray([r[f"score_{s}"] for r in rows], dtype=np.float64) for s in ("likelihood", "confidence")}
+    groups = np.asarray([str(r["prompt_id"]) for r in rows])
+    return tensors, scores, groups, manifests[0]
+
+
+def split(labels, groups, seed: int):
+    from selfjudge.judge.train import three_way_split
+
+    tr, va, te, _ = three_way_split(labels, groups, 0.2, 0.2, seed)
+    return tr, va, te
+
+
+def fit(tensors, labels, groups, tr, va, te, feature_set: str, augment: bool) -> dict:
+    from selfjudge.judge.metrics import held_out_metrics
+    from selfjudge.judge.train import design_matrix, fit_verifier
+
+    aug = (tensors["orig_features"], tensors["orig_phi"]) if augment else None
+    v, rep = fit_verifier(tensors["features"], labels, groups, phi=tensors["phi"], feature_set=feature_set,
+                          augment=aug, c_grid=C_GRID, split=(tr, va))
+    X = design_matrix(tensors["features"], tensors["phi"], feature_set)[te]
+    w = np.concatenate([v.weight.numpy()] if feature_set == "h" else
+                       ([v.phi_weight.numpy()] if feature_set == "phi" else [v.weight.numpy(), v.phi_weight.numpy()]))
+    test = held_out_metrics(X.astype(np.float32) @ w.astype(np.float32) + np.float32(v.bias), labels[te], v.thresholds)
+    return {"features": feature_set, "augment": augment, "C": rep["C"], "val_roc_auc": rep["val_roc_auc"],
+            **{f"test_{k}": test[k] for k in ("roc_auc", "pr_auc", "acceptable_accepted_at_5pct_unacceptable")},
+            "test_at_R": test["at_threshold"]["R"], "test_at_J": test["at_threshold"]["J"]}
+
+
+def rules(tensors, labels, te) -> list[dict]:
+    """The training-free rules' statistics as one-feature detectors on the test rows."""
+    from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+
+    phi = tensors["phi"].numpy()[te]
+    out = []
+    for name, s in (("relaxed top-N margin (-margin)", -phi[:, 1]), ("FLy top-k entropy", phi[:, 2]),
+                    ("log p(draft)", phi[:, 0])):
+        fpr, tpr, _ = roc_curve(labels[te], s)
+        out.append({"rule": name, "test_roc_auc": float(roc_auc_score(labels[te], s)),
+                    "test_pr_auc": float(average_precision_score(labels[te], s)),
+                    "test_acceptable_accepted_at_5pct_unacceptable": float(np.max(tpr[fpr <= 0.05]))})
+    return out
+
+
+def run_task(name: str, label_dir: str, tau_quantile: float, seed: int) -> dict:
+    tensors, scores, groups, manifest = load(label_dir)
+    res = {"task": name, "labels": label_dir, "rows": int(len(groups)), "prompts": int(len(set(groups))),
+           "tau_quantile": tau_quantile, "labels_command": manifest.get("command"), "ablation": [], "tau_sweep": []}
+    for score in ("likelihood", "confidence"):
+        labels = (scores[score] > np.quantile(scores[score], tau_quantile)).astype(np.int64)
+        tr, va, te = split(labels, groups, seed)
+        res["split"] = {"train": len(tr), "validation": len(va), "test": len(te),
+                        "test_prompts": int(len(set(groups[te])))}
+        if score == "likelihood":
+            res["rules"] = rules(tensors, labels, te)
+        for feature_set in ("h", "phi", "h+phi"):
+            for augment in (False, True):
+                t0 = time.time()
+                row = {"score": score, **fit(tensors, labels, groups, tr, va, te, feature_set, augment)}
+                res["ablation"].append(row)
+                print(f"[{name}] {score:10s} {feature_set:5s} aug={int(augment)}  test ROC-AUC "
+                      f"{row['test_roc_auc']:.3f}  PR-AUC {row['test_pr_auc']:.3f}  "
+                      f"acc@5% {row['test_acceptable_accepted_at_5pct_unacceptable']:.3f}  ({time.time() - t0:.0f}s)",
+                      flush=True)
+    for q in TAU_SWEEP:
+        labels = (scores["likelihood"] > np.quantile(scores["likelihood"], q)).astype(np.int64)
+        tr, va, te = split(labels, groups, seed)
+        res["tau_sweep"].append({"tau_quantile": q, **fit(tensors, labels, groups, tr, va, te, "h+phi", False)})
+    return res
+
+
+def markdown(results: list[dict]) -> str:
+    lines = []
+    for r in results:
+        lines += [f"### {r['task']}: {r['rows']} labels from {r['prompts']} prompts (tau = {r['tau_quantile']} "
+                  f"quantile; test: {r['split']['test']} labels, {r['split']['test_prompts']} prompts)", "",
+                  "| score | features | augmentation | val ROC-AUC | test ROC-AUC | test PR-AUC | acceptable accepted "
+                  "at <= 5 % unacceptable (test) |", "|---|---|---|---|---|---|---|"]
+        for a in r["ablation"]:
+            lines.append(f"| {a['score']} | {a['features']} | {'on' if a['augment'] else 'off'} | "
+                         f"{a['val_roc_auc']:.3f} | {a['test_roc_auc']:.3f} | {a['test_pr_auc']:.3f} | "
+                         f"{a['test_acceptable_accepted_at_5pct_unacceptable']:.3f} |")
+        lines += ["", "| training-free statistic (likelihood labels) | test ROC-AUC | test PR-AUC | acceptable "
+                  "accepted at <= 5 % unacceptable |", "|---|---|---|---|"]
+        for x in r["rules"]:
+            lines.append(f"| {x['rule']} | {x['test_roc_auc']:.3f} | {x['test_pr_auc']:.3f} | "
+                         f"{x['test_acceptable_accepted_at_5pct_unacceptable']:.3f} |")
+        lines += ["", "| tau quantile (h+phi, likelihood) | test ROC-AUC | test PR-AUC | acc@5 % |", "|---|---|---|---|"]
+        for t in r["tau_sweep"]:
+            lines.append(f"| {t['tau_quantile']} | {t['test_roc_auc']:.3f} | {t['test_pr_auc']:.3f} | "
+                         f"{t['test_acceptable_accepted_at_5pct_unacceptable']:.3f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--labels", nargs="+", required=True, help="TASK=LABEL_DIR pairs (label format 2)")
+    p.add_argument("--tau-quantile", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="JSON file; a .md table is written beside it")
+    args = p.parse_args(argv)
+    pairs = [a.split("=", 1) for a in args.labels]
+    if any(len(x) != 2 for x in pairs):
+        p.error("--labels takes TASK=LABEL_DIR pairs")
+    results = [run_task(t, d, args.tau_quantile, args.seed) for t, d in pairs]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]), "results": results}
+    out.write_text(json.dumps(record, indent=1))
+    out.with_suffix(".md").write_text(markdown(results))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
