@@ -109,6 +109,49 @@ def run_task(name: str, label_dir: str, tau_quantile: float, seed: int) -> dict:
     return res
 
 
+def run_general(pairs, tau_quantile: float, seed: int, feature_set: str = "h+phi") -> list[dict]:
+    """One verifier on every task's training prompts (the authors ship one) against each task's own,
+    on each task's test prompts; and leave-one-task-out: a task the general verifier never saw."""
+    import torch
+
+    from selfjudge.judge.metrics import held_out_metrics
+    from selfjudge.judge.train import design_matrix, fit_verifier
+
+    data = {}
+    for name, d in pairs:
+        tensors, scores, groups, _ = load(d)
+        labels = (scores["likelihood"] > np.quantile(scores["likelihood"], tau_quantile)).astype(np.int64)
+        data[name] = (tensors, labels, groups, split(labels, groups, seed))
+
+    def fit_on(names):
+        cat = lambda k: torch.cat([data[n][0][k] for n in names])  # noqa: E731
+        labels = np.concatenate([data[n][1] for n in names])
+        groups = np.concatenate([np.char.add(f"{n}/", data[n][2]) for n in names])
+        offs = np.cumsum([0] + [len(data[n][1]) for n in names])
+        tr = np.concatenate([data[n][3][0] + o for n, o in zip(names, offs)])
+        va = np.concatenate([data[n][3][1] + o for n, o in zip(names, offs)])
+        v, _ = fit_verifier(cat("features"), labels, groups, phi=cat("phi"), feature_set=feature_set,
+                            c_grid=C_GRID, split=(tr, va))
+        return v
+
+    def test_on(v, name):
+        tensors, labels, _, (_, _, te) = data[name]
+        X = design_matrix(tensors["features"], tensors["phi"], feature_set)[te].astype(np.float32)
+        w = np.concatenate([v.weight.numpy(), v.phi_weight.numpy()]).astype(np.float32)
+        m = held_out_metrics(X @ w + np.float32(v.bias), labels[te], v.thresholds)
+        return {k: m[k] for k in ("roc_auc", "pr_auc", "acceptable_accepted_at_5pct_unacceptable")}
+
+    names = [n for n, _ in pairs]
+    general = fit_on(names)
+    rows = []
+    for name in names:
+        rows.append({"task": name, "own": test_on(fit_on([name]), name), "general": test_on(general, name),
+                     "general_without_this_task": test_on(fit_on([n for n in names if n != name]), name)
+                     if len(names) > 1 else None})
+        print(f"[general] {name}: " + json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def markdown(results: list[dict]) -> str:
     lines = []
     for r in results:
@@ -133,6 +176,16 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def general_markdown(rows: list[dict]) -> str:
+    lines = ["### one general verifier (h+phi, likelihood) against per-task verifiers, test ROC-AUC / "
+             "acceptable accepted at <= 5 % unacceptable", "",
+             "| task | its own verifier | general (all tasks) | general without this task |", "|---|---|---|---|"]
+    fmt = lambda m: "-" if m is None else f"{m['roc_auc']:.3f} / {m['acceptable_accepted_at_5pct_unacceptable']:.3f}"  # noqa: E731
+    for r in rows:
+        lines.append(f"| {r['task']} | {fmt(r['own'])} | {fmt(r['general'])} | {fmt(r['general_without_this_task'])} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--labels", nargs="+", required=True, help="TASK=LABEL_DIR pairs (label format 2)")
@@ -144,12 +197,15 @@ def main(argv=None) -> int:
     if any(len(x) != 2 for x in pairs):
         p.error("--labels takes TASK=LABEL_DIR pairs")
     results = [run_task(t, d, args.tau_quantile, args.seed) for t, d in pairs]
+    general = run_general(pairs, args.tau_quantile, args.seed)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]), "results": results}
+    record = {"command": "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])]), "results": results,
+              "general": general}
     out.write_text(json.dumps(record, indent=1))
-    out.with_suffix(".md").write_text(markdown(results))
-    print(markdown(results))
+    text = markdown(results) + general_markdown(general)
+    out.with_suffix(".md").write_text(text)
+    print(text)
     return 0
 
 

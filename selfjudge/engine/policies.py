@@ -10,6 +10,8 @@ OR-ed on the output is exactly standard speculative decoding.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 
 __all__ = [
@@ -114,12 +116,13 @@ class JudgePolicy(Policy):
             if len(verifier) != 2:
                 raise ValueError("verifier must be a Verifier or a (weight, bias) pair")
             weight, bias = verifier
-            phi_weight = None
+            phi_weight = feature_dtype = None
             thresholds: dict = {}
             lookup = None
         elif hasattr(verifier, "weight") and hasattr(verifier, "bias"):
             weight, bias = verifier.weight, verifier.bias
             phi_weight = getattr(verifier, "phi_weight", None)
+            feature_dtype = (getattr(verifier, "metadata", None) or {}).get("feature_dtype")
             thresholds = dict(getattr(verifier, "thresholds", {}) or {})
             lookup = getattr(verifier, "threshold", None)
         else:
@@ -129,6 +132,7 @@ class JudgePolicy(Policy):
             raise ValueError(f"verifier weight must be 1-D [H], got shape {tuple(weight.shape)}")
         self.weight = weight  # [H]
         self.phi_weight = None if phi_weight is None else torch.as_tensor(phi_weight, dtype=torch.float32)  # [F]
+        self.feature_dtype = feature_dtype  # the dtype the verifier's training features were computed in
         self.bias = float(bias)
         if threshold is None:
             threshold = "F" if "F" in thresholds else 0.0
@@ -146,6 +150,11 @@ class JudgePolicy(Policy):
             raise ValueError(
                 f"verifier hidden size {self.weight.shape[0]} != target hidden size {hidden_states.shape[-1]}"
             )
+        if self.feature_dtype is not None and str(hidden_states.dtype).replace("torch.", "") != self.feature_dtype:
+            warnings.warn(f"verifier: trained on features computed in {self.feature_dtype}, used on "
+                          f"{hidden_states.dtype} hidden states; its thresholds may be off (relabel in this dtype)",
+                          stacklevel=2)
+            self.feature_dtype = None  # once per policy
         if self.weight.device != hidden_states.device:
             self.weight = self.weight.to(hidden_states.device)
             if self.phi_weight is not None:

@@ -357,7 +357,7 @@ def _label_metadata(label_dirs, manifests, command, score, tau_quantile) -> dict
         meta["labels_command"] = m0["command"]
     if m0.get("commands"):
         meta["labels_commands"] = m0["commands"]
-    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction", "feature_dtype"):
+    for extra in ("feature", "layer", "max_new_tokens", "split", "label_fraction", "feature_dtype", "feature_device"):
         if extra in m0:
             meta[extra] = m0[extra]
     return meta

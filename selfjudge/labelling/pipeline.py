@@ -172,6 +172,9 @@ def label(
         "feature": FEATURE_DOC,
         "max_new_tokens": max_new_tokens,
         "phi_features": list(FEATURE_NAMES),
+        # what the features were computed in: a verifier used in another dtype sees other numbers
+        "feature_dtype": str(next(tgt.parameters()).dtype).replace("torch.", ""),
+        "feature_device": next(tgt.parameters()).device.type,
         "format_version": 2,
         "command": command,  # the command line that made the labels (copied into verifiers' metadata)
     }

@@ -94,3 +94,23 @@ def test_typical_with_zero_bar_accepts_every_draft(tiny):
     eng = SpeculativeEngine(target, draft, None, num_draft_tokens=3, policy=TypicalPolicy(0.0, 0.0))
     r = eng.generate([[1, 5, 9, 2]], max_new_tokens=13)[0]
     assert r.stats.accepted_tokens == r.stats.draft_tokens
+
+
+def test_judge_warns_once_when_features_come_in_another_dtype():
+    import warnings
+
+    from selfjudge.engine.policies import JudgePolicy
+    from selfjudge.judge import Verifier
+
+    v = Verifier(weight=torch.zeros(4), bias=0.0, metadata={"feature_dtype": "bfloat16"})
+    policy = JudgePolicy(v, threshold=0.0)
+    logits, drafts = torch.zeros(1, 3, 5), torch.zeros(1, 2, dtype=torch.long)
+    with pytest.warns(UserWarning, match="bfloat16"):
+        policy.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        policy.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))  # once only
+    same = JudgePolicy(Verifier(weight=torch.zeros(4), bias=0.0, metadata={"feature_dtype": "float32"}), threshold=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))  # negative control: the dtype it was made in
