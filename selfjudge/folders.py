@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -32,7 +33,7 @@ class FolderLock:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / LOCK_FILE
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = _open_lock_file(path)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -62,6 +63,25 @@ class FolderLock:
             self.release()
         except OSError:
             pass
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (creating) the lock file without following a link: a planted symbolic link or hard link
+    would make the lock's record truncate and overwrite a file outside the folder."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as err:
+        if path.is_symlink():
+            raise ValueError(f"out: {path} is a symbolic link; a lock file must be a plain file in the "
+                             "output folder (remove the link)") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"out: {path} is not a plain file of its own (a device, pipe or hard link); "
+                         "remove it and rerun")
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _read_holder(fd: int) -> str:

@@ -242,16 +242,19 @@ class SpeculativeEngine:
             temperature: 0 = greedy; > 0 samples (draft and target at this T).
             seed: seeds the run's generator (draft sampling and verify noise),
                 so a run with the same seed, prompts and batch is replayed exactly.
-            stop: stop string(s); the output ends with the token that completes one.
+            stop: stop string(s); the output ends with the token that completes one. An empty
+                string (which every text contains) or a non-string is refused.
         """
         if int(max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not 0 <= float(temperature) < float("inf"):
             raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
-        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        stops = _stop_strings(stop)
         if stops and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
         ids = self._encode(prompts, chat)
+        if not ids:
+            return []  # no prompts, no results
         self._check_context(ids, int(max_new_tokens))
         generator = torch.Generator(device=self.device)
         if seed is not None:
@@ -432,3 +435,12 @@ class SpeculativeEngine:
                         del out[n:]
                         return "stop"
         return reason
+
+
+def _stop_strings(stop) -> list[str]:
+    """``stop`` as a list of non-empty strings (``ValueError`` naming the bad entry otherwise)."""
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    for st in stops:
+        if not isinstance(st, str) or not st:
+            raise ValueError(f"stop: every stop string must be a non-empty string, got {st!r}")
+    return stops

@@ -8,6 +8,7 @@ arguments, verifiers for another model, over-long and non-UTF-8 prompts, stale b
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -342,3 +343,23 @@ def test_bench_refuses_a_block_whose_verifier_was_retrained_under_the_same_name(
     assert stale_settings(legacy, now) == []
     elsewhere = block_settings(spec, "gsm8k", {"AutoJudge": str(tmp_path / "gone" / verifier.name)}, ["gsm8k/0"])
     assert elsewhere["verifier_sha256"] == {"AutoJudge": None} and stale_settings(written, elsewhere) == []
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_lock_never_writes_through_a_planted_link(tmp_path, kind):
+    """A lock file that is a link to a file outside the folder is refused; the outside file is untouched."""
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (os.symlink if kind == "symlink" else os.link)(outside, out / LOCK_FILE)
+    with pytest.raises(ValueError, match="out: .*" + LOCK_FILE):
+        lock_folder(out, "job")
+    assert outside.read_text() == "keep me"
+    dangling = tmp_path / "out2"
+    dangling.mkdir()
+    os.symlink(tmp_path / "would-be-created", dangling / LOCK_FILE)
+    with pytest.raises(ValueError, match="symbolic link"):
+        lock_folder(dangling, "job")
+    assert not (tmp_path / "would-be-created").exists()
+    lock_folder(tmp_path / "fresh", "job").release()  # negative control: a plain folder locks

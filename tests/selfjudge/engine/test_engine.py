@@ -313,6 +313,18 @@ def test_string_prompts_and_stop_strings(pair, greedy_refs):
     assert res.text == tok.decode(ref[: first + 2]) and res.text.endswith(stop)
 
 
+def test_empty_stop_strings_are_refused_and_no_prompts_give_no_results(pair, greedy_refs):
+    target, draft = pair
+    tok = CharTokenizer()
+    eng = SpeculativeEngine(target, draft, tok, num_draft_tokens=4, eos_token_id=[])
+    for bad in ("", [""], ["ok", ""], [None]):  # "" is in every text: it used to stop after one token
+        with pytest.raises(ValueError, match="stop"):
+            eng.generate(tok.decode(PROMPTS[0]), max_new_tokens=N, stop=bad)
+    assert eng.generate([], max_new_tokens=N) == []
+    res = eng.generate(tok.decode(PROMPTS[0]), max_new_tokens=N, stop=["\x00never"])[0]  # negative control
+    assert res.token_ids == greedy_refs[0] and res.stats.finish_reason != "stop"
+
+
 def test_bad_arguments(pair):
     target, draft = pair
     with pytest.raises(ValueError, match="policy"):
