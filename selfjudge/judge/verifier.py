@@ -118,7 +118,10 @@ def _check_phi_weight(phi_weight, metadata: dict) -> torch.Tensor:
 
     if not isinstance(phi_weight, torch.Tensor) or phi_weight.dim() != 1:
         raise ValueError(f"phi_weight must be a 1-D tensor [F], got {getattr(phi_weight, 'shape', type(phi_weight))}")
-    names = tuple(metadata.get("phi_features", ()))
+    names = metadata.get("phi_features", ())
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"phi_weight: metadata phi_features must be a list of feature names, got {names!r}")
+    names = tuple(names)
     if names != FEATURE_NAMES[: len(names)] or len(names) != phi_weight.shape[0]:
         raise ValueError(f"phi_weight: metadata phi_features {list(names)} must name its {phi_weight.shape[0]} "
                          f"entries, a prefix of {list(FEATURE_NAMES)}")

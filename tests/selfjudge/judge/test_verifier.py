@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from selfjudge.judge import FORMAT, Verifier, load_verifier
 
@@ -135,3 +135,61 @@ def test_shipped_verifiers_are_keyed_by_drafter():
     for path in folder.glob("*-prompt-lookup.safetensors"):  # a drafter's own verifier is preferred
         task, method = path.name[len("smollm2-135m-"):].split("-")[:2]
         assert shipped_verifier_for(method, "smollm2-135m", (task,), "prompt-lookup") == str(path)
+
+
+def _phi_verifier():
+    return Verifier(weight=torch.randn(8), bias=0.5, thresholds={"F": 0.1, "R": -0.2},
+                    metadata={"target": "toy", "phi_features": ["logp_draft", "margin_to_top1", "topk_entropy"]},
+                    phi_weight=torch.tensor([0.5, -1.0, 2.0]))
+
+
+def _mutations(p, rng):
+    """Damaged variants of the verifier file at ``p`` (bytes), seeded: truncation, byte flips,
+    metadata values of the wrong JSON type, tensors added, removed or re-shaped."""
+    raw = p.read_bytes()
+    meta = _header(p)
+    inner = json.loads(meta["selfjudge_verifier"])
+    good = {"weight": torch.randn(8), "bias": torch.tensor(0.0), "phi_weight": torch.randn(3)}
+    odd_values = [None, 3, "x", [1, "a"], {"a": 1}, float("nan"), 1e308, -1, [], True]
+    for _ in range(12):
+        cut = int(rng.integers(0, len(raw)))
+        yield "truncated", raw[:cut]
+        flipped = bytearray(raw)
+        for i in rng.integers(0, len(raw), size=int(rng.integers(1, 8))):
+            flipped[int(i)] ^= int(rng.integers(1, 256))
+        yield "flipped", bytes(flipped)
+    for key in ("phi_features", "thresholds", "hidden_size", "target"):
+        for v in odd_values:
+            yield f"{key}={v!r}", {**inner, key: v}
+    for tensors in ({**good, "extra": torch.zeros(2)}, {k: good[k] for k in ("weight", "phi_weight")},
+                    {**good, "phi_weight": torch.zeros(5)}, {**good, "phi_weight": torch.zeros(3, dtype=torch.long)},
+                    {**good, "phi_weight": torch.zeros(1, 3)}, {**good, "phi_weight": torch.full((3,), float("nan"))}):
+        yield "tensors " + ",".join(f"{k}{tuple(t.shape)}" for k, t in tensors.items()), (tensors, meta)
+
+
+def test_fuzzed_verifier_files_load_or_fail_in_one_value_error(tmp_path):
+    """Every damaged verifier file (format 2) loads cleanly or raises one ValueError naming the file."""
+    import numpy as np
+
+    p = tmp_path / "good.safetensors"
+    _phi_verifier().save(p)
+    rng = np.random.default_rng(0)
+    outcomes = {"loaded": 0, "refused": 0}
+    for n, (what, damaged) in enumerate(_mutations(p, rng)):
+        q = tmp_path / f"m{n}.safetensors"
+        if isinstance(damaged, bytes):
+            q.write_bytes(damaged)
+        elif isinstance(damaged, dict):
+            tensors = {k: v for k, v in load_file(str(p)).items()}
+            save_file(tensors, str(q), metadata={**_header(p), "selfjudge_verifier": json.dumps(damaged)})
+        else:
+            save_file(damaged[0], str(q), metadata=damaged[1])
+        try:
+            v = load_verifier(q)
+        except ValueError as err:
+            assert str(q) in str(err), (what, err)
+            outcomes["refused"] += 1
+            continue
+        outcomes["loaded"] += 1  # a clean load is a usable verifier
+        assert torch.isfinite(v.weight).all() and (v.phi_weight is None or torch.isfinite(v.phi_weight).all())
+    assert outcomes["refused"] >= 30 and outcomes["loaded"] >= 1, outcomes
