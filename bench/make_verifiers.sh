@@ -22,6 +22,15 @@ DRAFTER=${DRAFTER:-model}
 SJ_SCORE_GSM8K=${SJ_SCORE_GSM8K:-likelihood}
 SJ_SCORE_SHAREGPT=${SJ_SCORE_SHAREGPT:-likelihood}
 SJ_SCORE_SUMMARIZE=${SJ_SCORE_SUMMARIZE:-likelihood}
+# what the SelfJudge verifiers read (h | phi | h+phi: the hidden state and/or the target's probability
+# features of the draft token), the released code's augmentation (AUGMENT=1), prompts held out for
+# test ROC-/PR-AUC, and train prompts skipped first (SKIP=80: those the default n-gram store was built from)
+FEATURES=${FEATURES:-h}
+AUGMENT=${AUGMENT:-0}
+TEST_FRACTION=${TEST_FRACTION:-0}
+SKIP=${SKIP:-0}
+T=(--features "$FEATURES" --test-fraction "$TEST_FRACTION")
+[ "$AUGMENT" = 1 ] && T+=(--augment)
 V=${OUT:-selfjudge/assets/verifiers}
 mkdir -p "$V"
 R=runs   # label folders: runs/sj-gsm8k etc. for the model drafter, runs/sj-gsm8k-<drafter> otherwise
@@ -42,28 +51,28 @@ fi
 
 # 1. labels (the same GSM8K prompts for both methods; y written at batch 1 for SelfJudge so that it is
 #    token for token the response AutoJudge starts from)
-selfjudge label --task sharegpt --split train --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
+selfjudge label --task sharegpt --split train --skip "$SKIP" --limit "$N_SHAREGPT" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
     --out "$R/sj-sharegpt$LS"
 if [ "$N_SUMMARIZE" -gt 0 ]; then
-    selfjudge label --task summarize --split train --limit "$N_SUMMARIZE" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
+    selfjudge label --task summarize --split train --skip "$SKIP" --limit "$N_SUMMARIZE" --batch-size 8 --tau 0 --drafter "$DRAFTER" "${L[@]}" \
         --out "$R/sj-summarize$LS"
 fi
-selfjudge label --task gsm8k --split train --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
+selfjudge label --task gsm8k --split train --skip "$SKIP" --limit "$N_GSM8K" --batch-size 1 --max-new-tokens 320 \
     --tau 0 --drafter "$DRAFTER" "${L[@]}" --out "$R/sj-gsm8k$LS"
 selfjudge autojudge-label --task gsm8k --split train --limit "$N_GSM8K" --label-fraction 0.05 \
     --max-labels-per-prompt 6 --max-new-tokens 320 --threads 1 --batch-size 8 --drafter "$DRAFTER" "${L[@]}" \
     --out "$R/aj-gsm8k$LS"
 
 # 2. verifiers (grouped-by-prompt validation split, C by validation ROC-AUC, thresholds F / R / quantiles)
-selfjudge train --labels "$R/sj-gsm8k$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 \
+selfjudge train --labels "$R/sj-gsm8k$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_GSM8K" --val-fraction 0.3 "${T[@]}" \
     --out "$V/smollm2-135m-gsm8k-selfjudge$S.safetensors" --report "$R/train-sj-gsm8k$S.json"
 selfjudge train --labels "$R/aj-gsm8k$LS" --val-fraction 0.3 \
     --out "$V/smollm2-135m-gsm8k-autojudge$S.safetensors" --report "$R/train-aj-gsm8k$S.json"
-selfjudge train --labels "$R/sj-sharegpt$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 \
+selfjudge train --labels "$R/sj-sharegpt$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SHAREGPT" --val-fraction 0.3 "${T[@]}" \
     --out "$V/smollm2-135m-sharegpt-selfjudge$S.safetensors" --report "$R/train-sj-sharegpt$S.json"
 if [ "$N_SUMMARIZE" -gt 0 ]; then
     selfjudge train --labels "$R/sj-summarize$LS" --tau-quantile "$SJ_TAU_Q" --score "$SJ_SCORE_SUMMARIZE" \
-        --val-fraction 0.3 --out "$V/smollm2-135m-summarize-selfjudge$S.safetensors" --report "$R/train-sj-summarize$S.json"
+        --val-fraction 0.3 "${T[@]}" --out "$V/smollm2-135m-summarize-selfjudge$S.safetensors" --report "$R/train-sj-summarize$S.json"
 fi
 
 # 3. comparison: cost per label, label agreement on shared mismatches, cross ROC-AUC
