@@ -107,9 +107,16 @@ class JudgePolicy(Policy):
     name = "judge"
     needs_hidden = True
 
-    def __init__(self, verifier, threshold: str | float | None = None, protected_token_ids=None):
+    def __init__(self, verifier, threshold: str | float | None = None, protected_token_ids=None,
+                 top_n_gate: int | None = None):
         """``protected_token_ids``: token ids the judge may neither accept as a draft token nor accept in
-        place of (greedy target token); e.g. :func:`digit_token_ids` on arithmetic tasks. None: none."""
+        place of (greedy target token); e.g. :func:`digit_token_ids` on arithmetic tasks. None: none.
+        ``top_n_gate``: the judge may accept a draft token only when it is among the target's N most
+        likely tokens there (a safety gate: judge AND relaxed top-N's membership test). None: no gate."""
+        if top_n_gate is not None and (isinstance(top_n_gate, bool) or not isinstance(top_n_gate, int)
+                                       or top_n_gate < 1):
+            raise ValueError(f"top_n_gate must be an int >= 1 or None, got {top_n_gate!r}")
+        self.top_n_gate = top_n_gate
         self._protected = None  # [V] bool, built on the first cycle's device and vocabulary
         self._protected_ids = None if protected_token_ids is None else sorted({int(t) for t in protected_token_ids})
         if isinstance(verifier, (tuple, list)):
@@ -167,6 +174,8 @@ class JudgePolicy(Policy):
         }
         if self.phi_weight is not None:
             kwargs["judge_phi_weight"] = self.phi_weight
+        if self.top_n_gate is not None:
+            kwargs["judge_blocked"] = ~_in_top_n(target_logits, draft_token_ids, self.top_n_gate)
         if self._protected_ids is not None:
             V = target_logits.shape[-1]
             mask = self._protected
@@ -176,13 +185,24 @@ class JudgePolicy(Policy):
                 mask = self._protected = mask.to(target_logits.device)  # [V]
             K = draft_token_ids.shape[1]
             greedy = target_logits[:, :K].argmax(-1)  # [B, K]
-            kwargs["judge_blocked"] = mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy]
+            blocked = mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy]
+            kwargs["judge_blocked"] = blocked | kwargs["judge_blocked"] if "judge_blocked" in kwargs else blocked
         return kwargs
 
     def __repr__(self) -> str:
         protected = "" if self._protected_ids is None else f", protected={len(self._protected_ids)} ids"
         phi = "" if self.phi_weight is None else f", phi={self.phi_weight.shape[0]}"
+        phi += "" if self.top_n_gate is None else f", top_n_gate={self.top_n_gate}"
         return f"JudgePolicy(H={self.weight.shape[0]}{phi}, threshold={self.threshold:g}{protected})"
+
+
+def _in_top_n(target_logits, draft_token_ids, n: int) -> torch.Tensor:  # [B, K+1, V], [B, K] -> [B, K] bool
+    """Whether each draft token is among the target's ``n`` most likely there: fewer than ``n``
+    tokens have a strictly larger logit (ties count in the token's favour; no sort)."""
+    K = draft_token_ids.shape[1]
+    x = target_logits[:, :K].float()
+    d = draft_token_ids.clamp(0, x.shape[-1] - 1)
+    return (x > x.gather(-1, d[..., None])).sum(-1) < n
 
 
 def _probs(target_logits, K: int, temperature: float) -> torch.Tensor:  # [B, K+1, V] -> [B, K, V] fp32
@@ -284,10 +304,12 @@ def digit_token_ids(tokenizer) -> list[int]:
 POLICY_NAMES = ("autoregressive", "standard", "topk", "judge", "typical", "relaxed", "fly", "judge+fly")
 
 
-def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None) -> Policy:
+def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None,
+                top_n_gate: int | None = None) -> Policy:
     """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
-    if protected_token_ids is not None and policy not in ("judge", "judge+fly"):
-        raise ValueError("protected_token_ids applies to policy=\"judge\" only (a Policy instance carries its own)")
+    for name, value in (("protected_token_ids", protected_token_ids), ("top_n_gate", top_n_gate)):
+        if value is not None and policy not in ("judge", "judge+fly"):
+            raise ValueError(f"{name} applies to policy=\"judge\" only (a Policy instance carries its own)")
     if isinstance(policy, Policy):
         return policy
     if policy == "autoregressive":
@@ -299,7 +321,7 @@ def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protec
     if policy in ("judge", "judge+fly"):
         if verifier is None:
             raise ValueError(f"policy={policy!r} needs verifier= (a Verifier or a (weight, bias) pair)")
-        judge = JudgePolicy(verifier, threshold, protected_token_ids)
+        judge = JudgePolicy(verifier, threshold, protected_token_ids, top_n_gate)
         return judge if policy == "judge" else FlyPolicy(base=judge)
     if policy == "typical":
         return TypicalPolicy()

@@ -114,3 +114,22 @@ def test_judge_warns_once_when_features_come_in_another_dtype():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         same.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))  # negative control: the dtype it was made in
+
+
+def test_top_n_gate_blocks_the_judge_outside_the_targets_top_n():
+    from selfjudge.engine.policies import JudgePolicy
+    from selfjudge.kernels import verify
+
+    logits = torch.tensor([[[5.0, 4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0, 5.0], [0.0] * 5]])  # [1, 3, 5]
+    h = torch.ones(1, 2, 2)
+    keen = (torch.ones(2), 0.0)  # a judge that accepts everything
+    for drafts, n, kept in (([[1, 3]], 2, 2), ([[2, 3]], 2, 0), ([[2, 3]], 3, 2), ([[1, 0]], 2, 1)):
+        gated = JudgePolicy(keen, threshold=0.0, top_n_gate=n)
+        d = torch.tensor(drafts)
+        out = verify(d, None, logits, **gated.verify_kwargs(logits, d, h))
+        assert int(out.num_accepted[0]) == kept, (drafts, n)
+    free = JudgePolicy(keen, threshold=0.0)  # negative control: without the gate the judge keeps both
+    d = torch.tensor([[2, 0]])
+    assert int(verify(d, None, logits, **free.verify_kwargs(logits, d, h)).num_accepted[0]) == 2
+    with pytest.raises(ValueError, match="top_n_gate"):
+        JudgePolicy(keen, top_n_gate=0)
