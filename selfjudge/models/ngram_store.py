@@ -138,27 +138,70 @@ class NgramStore:
 def load_ngram_store(path: str | Path, vocab_size: int | None = None) -> NgramStore:
     """Read a store written by :meth:`NgramStore.save`; with ``vocab_size``, refuse a store
     whose tokens do not fit the target's vocabulary (it was made for another tokenizer)."""
-    from safetensors import safe_open
-
     path = Path(path)
     if path.suffix != ".safetensors":
         raise ValueError(f"path: an n-gram store is a .safetensors file, got {str(path)!r}")
     if not path.is_file():
         raise FileNotFoundError(f"path: no n-gram store at {path}")
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        if meta.get("format") != _FORMAT:
-            raise ValueError(f"path: {path} is not an n-gram store (format {meta.get('format')!r}, "
-                             f"expected {_FORMAT!r})")
-        tokens, lengths = f.get_tensor("tokens").tolist(), f.get_tensor("lengths").tolist()
-    if sum(lengths) != len(tokens):
-        raise ValueError(f"path: {path} is damaged: lengths sum to {sum(lengths)} for {len(tokens)} tokens")
+    tokens, lengths, settings = _read_store_file(path)
     sequences, start = [], 0
     for n in lengths:
         sequences.append(tokens[start:start + n])
         start += n
-    store = NgramStore(sequences, **json.loads(meta["settings"]))
+    try:
+        store = NgramStore(sequences, **settings)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"path: {path} holds unusable settings ({err})") from None
     if vocab_size is not None and store.max_token_id >= int(vocab_size):
         raise ValueError(f"path: {path} proposes token {store.max_token_id}, outside the target's vocabulary "
                          f"of {vocab_size}: it was made for another tokenizer")
     return store
+
+
+_SETTINGS = {"max_ngram": int, "min_ngram": int, "min_count": int, "min_share": (int, float), "source": str}
+MAX_NGRAM_LIMIT = 32  # longer n-grams make no sense for lookup, and a huge value would stall the build
+
+
+def _read_store_file(path: Path) -> tuple[list[int], list[int], dict]:
+    """``(tokens, lengths, settings)`` of a store file, every field checked before use: a damaged
+    or foreign file is one ``ValueError`` naming it."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"path: {path} is not an n-gram store (format {meta.get('format')!r}, "
+                                 f"expected {_FORMAT!r})")
+            if set(f.keys()) != {"tokens", "lengths"}:
+                raise ValueError(f"path: {path} must hold the tensors tokens and lengths, found {sorted(f.keys())}")
+            tokens, lengths = f.get_tensor("tokens"), f.get_tensor("lengths")
+    except (SafetensorError, RuntimeError, TypeError) as err:
+        raise ValueError(f"path: {path} is not a readable n-gram store file ({err})") from None
+    for name, t in (("tokens", tokens), ("lengths", lengths)):
+        if t.dim() != 1 or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise ValueError(f"path: {path} is damaged: {name} must be a 1-D integer tensor, got {t.dtype} "
+                             f"{tuple(t.shape)}")
+        if t.numel() and int(t.min()) < 0:
+            raise ValueError(f"path: {path} is damaged: {name} holds a negative entry")
+    if int(lengths.sum()) != tokens.numel():
+        raise ValueError(f"path: {path} is damaged: lengths sum to {int(lengths.sum())} for {tokens.numel()} tokens")
+    return tokens.tolist(), lengths.tolist(), _store_settings(path, meta.get("settings"))
+
+
+def _store_settings(path: Path, text) -> dict:
+    """The store's JSON settings: known keys of the right types, n-gram lengths in range."""
+    try:
+        settings = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        settings = None
+    if not isinstance(settings, dict):
+        raise ValueError(f"path: {path} has no settings object in its metadata (got {text!r:.80})")
+    for key, value in settings.items():
+        kind = _SETTINGS.get(key)
+        if kind is None or isinstance(value, bool) or not isinstance(value, kind):
+            raise ValueError(f"path: {path}: setting {key}={value!r:.80} is unknown or of the wrong type")
+    if not 1 <= settings.get("max_ngram", 3) <= MAX_NGRAM_LIMIT:
+        raise ValueError(f"path: {path}: max_ngram must lie in [1, {MAX_NGRAM_LIMIT}], got {settings['max_ngram']}")
+    return settings

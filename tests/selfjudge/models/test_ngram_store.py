@@ -167,3 +167,49 @@ def test_a_row_stops_asking_a_store_whose_proposals_are_not_kept():
         ungated._history = [[3, 10, 11]]
     with pytest.raises(ValueError, match="store_min_tries"):
         PromptLookupDrafter(20, store=store, store_min_tries=0)
+
+
+def _store_variants(path):
+    """Damaged variants of a valid store file: (what, bytes | (tensors, metadata))."""
+    from safetensors import safe_open
+
+    raw = path.read_bytes()
+    with safe_open(str(path), framework="pt") as f:
+        meta = dict(f.metadata())
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    settings = json.loads(meta["settings"])
+    yield "truncated", raw[: len(raw) // 2]
+    yield "random", bytes(range(256)) * 3
+    yield "empty", b""
+    yield "no lengths", ({"tokens": tensors["tokens"]}, meta)
+    yield "extra tensor", ({**tensors, "x": torch.zeros(1)}, meta)
+    yield "no settings", (tensors, {k: v for k, v in meta.items() if k != "settings"})
+    yield "settings a list", (tensors, {**meta, "settings": "[1, 2]"})
+    yield "settings not json", (tensors, {**meta, "settings": "{"})
+    yield "huge max_ngram", (tensors, {**meta, "settings": json.dumps({**settings, "max_ngram": 10 ** 9})})
+    yield "string min_count", (tensors, {**meta, "settings": json.dumps({**settings, "min_count": "2"})})
+    yield "unknown setting", (tensors, {**meta, "settings": json.dumps({**settings, "depth": 2})})
+    lengths = tensors["lengths"].clone()
+    lengths[0], lengths[1] = lengths[0] + lengths[1] + 1, -1  # still sums to the token count
+    yield "negative length", ({**tensors, "lengths": lengths}, meta)
+    yield "float tokens", ({**tensors, "tokens": tensors["tokens"].float()}, meta)
+    yield "2-D tokens", ({**tensors, "tokens": tensors["tokens"][None]}, meta)
+
+
+def test_damaged_store_files_fail_in_one_value_error_naming_the_file(tmp_path):
+    from safetensors.torch import save_file
+
+    good = NgramStore(SEQS, max_ngram=3, min_ngram=2, min_count=1, min_share=0.5, source="toy").save(
+        tmp_path / "good.safetensors")
+    seen = 0
+    for n, (what, damaged) in enumerate(_store_variants(good)):
+        bad = tmp_path / f"bad{n}.safetensors"
+        if isinstance(damaged, bytes):
+            bad.write_bytes(damaged)
+        else:
+            save_file(damaged[0], str(bad), metadata=damaged[1])
+        with pytest.raises(ValueError, match="bad" + str(n)):
+            load_ngram_store(bad, vocab_size=16)
+        seen += 1
+    assert seen == 14
+    assert load_ngram_store(good, vocab_size=16).settings()["source"] == "toy"  # negative control
