@@ -9,6 +9,7 @@ interrupted conversion never leaves a half-written folder that would later load.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -28,16 +29,42 @@ def default_cache_dir() -> Path:
 
 
 def is_complete(folder: str | os.PathLike) -> bool:
-    """True when ``folder`` was finished by :func:`atomic_folder` (its marker exists)."""
-    return (Path(folder) / COMPLETE_MARKER).is_file()
+    """True when ``folder`` was finished by :func:`atomic_folder` and still holds what it wrote: its
+    marker lists every file's size, and each is there at that size (a file truncated or removed
+    later, or a marker of an older version without sizes, means the entry is made again)."""
+    try:
+        marker = json.loads((Path(folder) / COMPLETE_MARKER).read_text(encoding="utf-8"))
+        files = marker["files"]
+        return isinstance(files, dict) and all(
+            (Path(folder) / name).is_file() and (Path(folder) / name).stat().st_size == size
+            for name, size in files.items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _seal(folder: Path, marker_text: str) -> None:
+    """Give every file the umask's mode (``save_pretrained`` writes 0600) and write the marker:
+    ``marker_text`` (a JSON object) plus each file's size."""
+    umask = os.umask(0)
+    os.umask(umask)
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            os.chmod(path, 0o666 & ~umask)
+            files[str(path.relative_to(folder))] = path.stat().st_size
+    marker = json.loads(marker_text)
+    if not isinstance(marker, dict):
+        raise ValueError(f"marker_text must be a JSON object, got {marker_text!r:.80}")
+    (folder / COMPLETE_MARKER).write_text(json.dumps({**marker, "files": files}), encoding="utf-8")
 
 
 @contextlib.contextmanager
 def atomic_folder(final: str | os.PathLike, marker_text: str = "{}") -> Iterator[Path]:
     """Yield a temporary folder next to ``final``; on success rename it to ``final``.
 
-    The marker file ``selfjudge_complete.json`` (content ``marker_text``) is written
-    last inside the temporary folder, so a folder is complete iff it has the marker.
+    The marker file ``selfjudge_complete.json`` (``marker_text``, a JSON object, plus the size of
+    every file written) is written last inside the temporary folder, so a folder is complete iff
+    it has the marker and its files still have those sizes (:func:`is_complete`).
     On an exception the temporary folder is removed and ``final`` is untouched. If
     ``final`` already exists (e.g. an older or incomplete copy, or another process
     finished first), it is replaced.
@@ -48,7 +75,7 @@ def atomic_folder(final: str | os.PathLike, marker_text: str = "{}") -> Iterator
     os.chmod(tmp, 0o755)
     try:
         yield tmp
-        (tmp / COMPLETE_MARKER).write_text(marker_text)
+        _seal(tmp, marker_text)
         if final.exists():
             old = final.parent / f".{final.name}.old-{os.getpid()}"
             os.replace(final, old)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,12 @@ def test_default_cache_dir_env(monkeypatch, tmp_path):
     assert default_cache_dir() == Path.home() / ".cache" / "selfjudge"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_atomic_folder_leaves_nothing_on_failure(tmp_path):
     final = tmp_path / "model"
     with pytest.raises(RuntimeError):
@@ -32,7 +39,14 @@ def test_atomic_folder_leaves_nothing_on_failure(tmp_path):
         (tmp / "w.bin").write_bytes(b"y")
         assert not is_complete(tmp)
     assert is_complete(final) and (final / "w.bin").read_bytes() == b"y"
-    assert json.loads((final / COMPLETE_MARKER).read_text()) == {"ok": 1}
+    assert json.loads((final / COMPLETE_MARKER).read_text()) == {"ok": 1, "files": {"w.bin": 1}}
+    assert (final / "w.bin").stat().st_mode & 0o777 == 0o666 & ~_umask()  # the umask's mode, not 0600
+    (final / "w.bin").write_bytes(b"")  # truncated after completion: made again on the next use
+    assert not is_complete(final)
+    (final / "w.bin").write_bytes(b"y")
+    assert is_complete(final)
+    (final / COMPLETE_MARKER).write_text('{"ok": 1}')  # an older marker without sizes
+    assert not is_complete(final)
     # replacing an existing folder keeps only the new content
     with atomic_folder(final) as tmp:
         (tmp / "v2.bin").write_bytes(b"z")
