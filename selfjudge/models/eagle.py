@@ -145,31 +145,83 @@ def load_eagle_head(folder: str | Path, target) -> EagleHead:
                 "you trust the file, e.g. `python -c \"import torch; from safetensors.torch import save_file; "
                 "save_file(torch.load('pytorch_model.bin', weights_only=True), 'model.safetensors')\"`.") if pickled else ""
         raise ValueError(f"folder: {folder} has no .safetensors weights.{hint}")
-    raw = json.loads((folder / "config.json").read_text())
+    raw = _read_head_config(folder / "config.json")
     bias = bool(raw.pop("bias", True))
-    config = LlamaConfig(**{k: v for k, v in raw.items() if k not in ("architectures", "auto_map")})
     t = target.config
-    if int(config.hidden_size) != int(t.hidden_size):
-        raise ValueError(f"folder: head hidden size {config.hidden_size} != target hidden size {t.hidden_size}")
-    if int(config.vocab_size) != int(t.vocab_size):
-        raise ValueError(f"folder: head vocabulary {config.vocab_size} != target vocabulary {t.vocab_size}")
-    if int(config.num_hidden_layers) != 1:
-        raise ValueError(f"folder: {config.num_hidden_layers} decoder layers; only one-layer (EAGLE-1/2) heads are supported")
-    state: dict[str, torch.Tensor] = {}
-    for path in weights:
-        state.update(load_file(str(path)))
-    head = EagleHead(config, target.get_input_embeddings(), bias=bias)
-    fc = {k[3:]: v for k, v in state.items() if k.startswith("fc.")}
-    layer = {k[len("layers.0."):]: v for k, v in state.items() if k.startswith("layers.0.")}
-    layer.pop("input_layernorm.weight", None)  # published heads may carry it; EAGLE's layer 0 never applies it
-    if not fc or not layer:
-        raise ValueError(f"folder: {folder} weights need fc.* and layers.0.* tensors, found {sorted(state)[:8]}")
-    head.fc.load_state_dict(fc)
-    missing, unexpected = head.body.layers[0].load_state_dict(layer, strict=False)
+    for key, want, what in (("hidden_size", t.hidden_size, "target hidden size"),
+                            ("vocab_size", t.vocab_size, "target vocabulary"), ("num_hidden_layers", 1, "")):
+        if raw[key] != int(want):
+            raise ValueError(f"folder: head {key} {raw[key]} != {what or 'one decoder layer'} {want}"
+                             + ("; only one-layer (EAGLE-1/2) heads are supported" if not what else ""))
+    _check_head_shapes(folder, weights, raw, bias)  # before any allocation: the file must hold these tensors
+    try:
+        config = LlamaConfig(**{k: v for k, v in raw.items() if k not in ("architectures", "auto_map")})
+        state: dict[str, torch.Tensor] = {}
+        for path in weights:
+            state.update(load_file(str(path)))
+        head = EagleHead(config, target.get_input_embeddings(), bias=bias)
+        fc = {k[3:]: v for k, v in state.items() if k.startswith("fc.")}
+        layer = {k[len("layers.0."):]: v for k, v in state.items() if k.startswith("layers.0.")}
+        layer.pop("input_layernorm.weight", None)  # published heads may carry it; EAGLE's layer 0 never applies it
+        head.fc.load_state_dict(fc)
+        missing, unexpected = head.body.layers[0].load_state_dict(layer, strict=False)
+    except (RuntimeError, TypeError, KeyError, ValueError) as err:  # damaged weights or a config HF refuses
+        raise ValueError(f"folder: {folder} is not a loadable EAGLE head ({str(err)[:300]})") from None
     missing = [m for m in missing if not m.startswith("input_layernorm")]
     if missing or unexpected:
         raise ValueError(f"folder: layers.0 does not fit a Llama decoder layer: missing {missing}, unexpected {unexpected}")
     return head.match_target_dtype().eval()
+
+
+_HEAD_INTS = ("hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
+
+
+def _read_head_config(path: Path) -> dict:
+    """A head's ``config.json`` as a dict whose sizes are positive ints (``ValueError`` naming the file)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"folder: {path} is not valid JSON ({err})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"folder: {path} must hold a JSON object, got {type(raw).__name__}")
+    for key in _HEAD_INTS + ("num_key_value_heads",):
+        value = raw.get(key, raw.get("num_attention_heads") if key == "num_key_value_heads" else None)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"folder: {path}: {key} must be a positive integer, got {value!r:.60}")
+    return raw
+
+
+def _check_head_shapes(folder: Path, weights: list[Path], raw: dict, bias: bool) -> None:
+    """The tensors the config implies, read from the files' headers (no tensor is loaded): a config
+    that names huge sizes the files do not hold is refused before anything is allocated."""
+    from safetensors import SafetensorError, safe_open
+
+    H, inter = raw["hidden_size"], raw["intermediate_size"]
+    heads, kv = raw["num_attention_heads"], raw.get("num_key_value_heads", raw["num_attention_heads"])
+    head_dim = raw.get("head_dim") or H // heads
+    want = {"fc.weight": [H, 2 * H], "layers.0.mlp.gate_proj.weight": [inter, H],
+            "layers.0.mlp.up_proj.weight": [inter, H], "layers.0.mlp.down_proj.weight": [H, inter],
+            "layers.0.self_attn.q_proj.weight": [heads * head_dim, H],
+            "layers.0.self_attn.k_proj.weight": [kv * head_dim, H],
+            "layers.0.self_attn.v_proj.weight": [kv * head_dim, H],
+            "layers.0.self_attn.o_proj.weight": [H, heads * head_dim]}
+    if bias:
+        want["fc.bias"] = [H]
+    shapes = {}
+    try:
+        for path in weights:
+            with safe_open(str(path), framework="pt") as f:
+                shapes.update({k: list(f.get_slice(k).get_shape()) for k in f.keys()})
+    except (SafetensorError, RuntimeError, OSError) as err:
+        raise ValueError(f"folder: {folder} holds a damaged weights file ({err})") from None
+    extra_fc = sorted(k for k in shapes if k.startswith("fc.") and k not in want)
+    wrong = {k: (shapes.get(k), v) for k, v in want.items() if shapes.get(k) != v}
+    if wrong or extra_fc:
+        first = next(iter(wrong.items()), None)
+        raise ValueError(f"folder: {folder} weights do not fit its config.json: "
+                         + (f"{first[0]} is {first[1][0]}, expected {first[1][1]}" if first else "")
+                         + (f"; unexpected {extra_fc}" if extra_fc else "")
+                         + (f" ({len(wrong)} tensors differ)" if len(wrong) > 1 else ""))
 
 
 def load_draft_vocab(folder: str | Path) -> torch.Tensor | None:

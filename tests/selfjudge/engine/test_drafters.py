@@ -7,6 +7,8 @@ accept different numbers of drafts per cycle).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -284,3 +286,55 @@ def test_shipped_eagle_head_decodes_losslessly_on_the_default_pair():
     ref = SpeculativeEngine(target, None, tok, policy="autoregressive")
     p = tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}], tokenize=False, add_generation_prompt=True)
     assert eng.generate([p], max_new_tokens=16)[0].token_ids == ref.generate([p], max_new_tokens=16)[0].token_ids
+
+
+def _damaged_heads(folder):
+    """(what, change) pairs: each change damages a copy of a valid head folder."""
+    from safetensors.torch import load_file, save_file
+
+    def config(**edits):
+        def apply(d):
+            raw = json.loads((d / "config.json").read_text())
+            raw.update(edits)
+            raw = {k: v for k, v in raw.items() if v is not _DROP}
+            (d / "config.json").write_text(json.dumps(raw))
+        return apply
+
+    def weights(edit):
+        def apply(d):
+            w = load_file(str(d / "model.safetensors"))
+            edit(w)
+            save_file(w, str(d / "model.safetensors"))
+        return apply
+
+    def truncate(d):
+        raw = (d / "model.safetensors").read_bytes()
+        (d / "model.safetensors").write_bytes(raw[: len(raw) // 2])
+
+    yield "huge intermediate_size", config(intermediate_size=10 ** 9)  # used to allocate before any check
+    yield "string hidden_size", config(hidden_size="32")
+    yield "NaN size", config(intermediate_size=float("nan"))
+    yield "missing num_attention_heads", config(num_attention_heads=_DROP)
+    yield "config a list", lambda d: (d / "config.json").write_text("[1, 2]")
+    yield "config not json", lambda d: (d / "config.json").write_text("{")
+    yield "wrong-shape tensor", weights(lambda w: w.update({"fc.weight": w["fc.weight"][:, :-1].contiguous()}))
+    yield "missing tensor", weights(lambda w: w.pop("layers.0.mlp.up_proj.weight"))
+    yield "extra fc key", weights(lambda w: w.update({"fc.extra": torch.zeros(2)}))
+    yield "truncated weights", truncate
+
+
+_DROP = object()
+
+
+def test_damaged_head_folders_fail_in_one_value_error(target, trained_head, tmp_path):
+    import shutil
+
+    head, _, _ = trained_head
+    good = save_eagle_head(head, tmp_path / "good")
+    for n, (what, damage) in enumerate(_damaged_heads(good)):
+        bad = tmp_path / f"bad{n}"
+        shutil.copytree(good, bad)
+        damage(bad)
+        with pytest.raises(ValueError, match=f"bad{n}"):  # the huge size: refused before allocating it
+            load_eagle_head(bad, target)
+    load_eagle_head(good, target)  # negative control
