@@ -90,6 +90,18 @@ def check_same_tokenizer(target_tok, draft_tok, *, target_name: str = "target", 
         raise TokenizerMismatchError(f"draft: added tokens of {draft_name} and {target_name} differ")
 
 
+def load_tokenizer(folder: str | os.PathLike, role: str = "target"):
+    """The folder's tokenizer; a missing or damaged tokenizer file (a truncated ``tokenizer.json``
+    raises a JSON error that names no file) is one ``ValueError`` naming ``role`` and the folder."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        raise ValueError(f"{role}: no tokenizer could be loaded from {folder} ({type(err).__name__}: "
+                         f"{str(err)[:200]})") from None
+
+
 def load_causal_lm(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
     """Load an HF causal LM folder; a folder with ``selfjudge_head_vocab.safetensors``
     gets its LM head restricted to that sub-vocabulary (full-vocabulary logits out)."""
@@ -114,7 +126,7 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
     HF folder in the cache (atomic; keyed by the shipped weights' digest)."""
     from safetensors.torch import load_file
     from selfjudge.safetensors_io import save_safetensors
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     weights = asset_dir / "draft.safetensors"
     if not weights.is_file():
@@ -132,7 +144,7 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
     missing, unexpected = draft.load_state_dict({k: v.float() for k, v in shipped.items()}, strict=False)
     if unexpected or any(k.startswith("model.layers.") for k in missing):
         raise RuntimeError(f"shipped draft does not fit: missing={missing} unexpected={unexpected}")
-    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    tokenizer = load_tokenizer(target_dir, "target")
     with atomic_folder(folder, marker_text=json.dumps({"asset": str(weights), "info": info})) as tmp:
         draft.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -223,7 +235,7 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
         target_dir, draft_dir = default_pair_dirs()
     else:  # the built-in target (with another draft folder or a draft that is not a model), or a folder
         target_dir, draft_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target, draft
-    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    tokenizer = load_tokenizer(target_dir, "target")
     if drafter == "model":  # refuse a draft with other token ids before loading any weights
         try:
             draft_tok = AutoTokenizer.from_pretrained(draft_dir)

@@ -140,3 +140,13 @@ def test_export_assemble_and_load(tmp_path, tiny):
                                shipped["model.layers.1.mlp.up_proj.weight"].float())
     x = torch.tensor([seqs[0][0]])
     assert pair.draft(x).logits.shape == pair.target(x).logits.shape == (1, 12, len(tok))
+
+
+def test_damaged_tokenizer_file_is_one_value_error_naming_the_folder(tmp_path, tiny):
+    tok = tiny.tokenizer()
+    target = tiny.save(tmp_path / "t", tok, layers=2, seed=0)
+    draft = tiny.save(tmp_path / "d", tok, layers=1, seed=1)
+    raw = (target / "tokenizer.json").read_text()
+    (target / "tokenizer.json").write_text(raw[: len(raw) // 2])  # truncated: a JSON error naming no file
+    with pytest.raises(ValueError, match=f"target: no tokenizer could be loaded from {target}"):
+        load_pair(str(target), str(draft))
