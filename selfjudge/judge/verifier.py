@@ -174,10 +174,17 @@ def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     }
     if verifier.phi_weight is not None:
         tensors["phi_weight"] = verifier.phi_weight.contiguous()
+    if os.path.isdir(path):
+        raise ValueError(f"out: {path} is a folder; give the verifier's file name (e.g. {path}/judge.safetensors)")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp"  # renamed into place: a killed write never leaves a torn verifier
-    save_safetensors(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
-    os.replace(tmp, path)
+    try:
+        save_safetensors(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_verifier(

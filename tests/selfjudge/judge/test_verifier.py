@@ -193,3 +193,11 @@ def test_fuzzed_verifier_files_load_or_fail_in_one_value_error(tmp_path):
         outcomes["loaded"] += 1  # a clean load is a usable verifier
         assert torch.isfinite(v.weight).all() and (v.phi_weight is None or torch.isfinite(v.phi_weight).all())
     assert outcomes["refused"] >= 30 and outcomes["loaded"] >= 1, outcomes
+
+
+def test_saving_onto_a_folder_is_refused_and_leaves_nothing(tmp_path):
+    folder = tmp_path / "existing"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        make().save(folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"] and not any(folder.iterdir())
