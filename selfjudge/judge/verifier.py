@@ -149,11 +149,12 @@ def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m",
 
 
 def shipped_verifier_for(method: str, pair: str, tasks, drafter: str = "model") -> str | None:
-    """The first shipped verifier for ``drafter`` over ``tasks`` (in order), else the first for the
-    draft model's labels (a verifier reads the target's states, so it transfers, less well, to
-    another drafter's mismatches); None when neither exists."""
+    """The first shipped verifier for ``drafter`` over ``tasks`` (in order), then its ``"general"``
+    one (trained on every task's labels), else the same for the draft model's labels (a verifier
+    reads the target's states, so it transfers, less well, to another drafter's mismatches); None
+    when none exists."""
     for d in dict.fromkeys((drafter, "model")):
-        for t in tasks:
+        for t in dict.fromkeys((*tasks, "general")):
             try:
                 return shipped_verifier_path(method, pair, t, d)
             except ValueError:
