@@ -60,6 +60,8 @@ def _summarise(out_dir: Path, writer: ShardWriter, wall: float) -> dict:
     summary = {
         "prompts": sum(len(r["prompt_ids"]) for r in records),
         "response_tokens": stat("response_tokens"),
+        "proposals": stat("proposals"),  # 0 for batches labelled before proposals were counted
+        "matches": stat("matches"),
         "mismatches": len(rows),
         "mismatch_rate": (len(rows) / stat("response_tokens")) if stat("response_tokens") else None,
         "window": man["window"],
@@ -192,7 +194,7 @@ def label(
             t0 = time.perf_counter()
             responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
             t1 = time.perf_counter()
-            rows, feats, t_draft, t_score, n_tok = [], [], 0.0, 0.0, 0
+            rows, feats, t_draft, t_score, n_tok, n_prop, n_match = [], [], 0.0, 0.0, 0, 0, 0
             extra = {k: [] for k in EXTRA_TENSORS}
             for ex, p, r in zip(batch, prompts, responses):
                 if not r:
@@ -202,6 +204,8 @@ def label(
                 n_tok += len(r)
                 ta = time.perf_counter()
                 z_list = draft_top1(drf, p, r)  # None where a drafter proposes nothing
+                n_prop += sum(t is not None for t in z_list)
+                n_match += sum(t == y_t for t, y_t in zip(z_list, r))
                 z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)
                 mism = torch.tensor(mismatches(z_list, r), dtype=torch.long)
                 tb = time.perf_counter()
@@ -240,6 +244,8 @@ def label(
                 "draft_seconds": t_draft,
                 "score_seconds": t_score,
                 "response_tokens": n_tok,
+                "proposals": n_prop,  # positions where the drafter proposed (teacher-forced first drafts)
+                "matches": n_match,  # ... and proposed the target's own token
             }
             writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra)
             _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs

@@ -62,6 +62,8 @@ def test_end_to_end_rows_match_direct_scoring(pair, tmp_path):
     assert man["command"] == "selfjudge label --limit 4"
     assert feats.shape == (len(rows), 24) and feats.dtype == torch.float32
     assert summary["prompts"] == 4 and summary["mismatches"] == len(rows) > 10
+    # a draft model proposes at every position: proposals = tokens = matches + mismatches
+    assert summary["proposals"] == summary["response_tokens"] == summary["matches"] + summary["mismatches"]
     assert summary["positive"] + summary["negative"] == len(rows)
     assert {r["prompt_id"] for r in rows} <= {f"stub/{k}" for k in range(4)}
     # recompute prompt stub/1 by hand from the public pieces
