@@ -30,7 +30,8 @@ def test_verifier_file_drives_judge_policy(tmp_path, tiny):
 
 
 SHIPPED = [("selfjudge", "gsm8k", "model"), ("autojudge", "gsm8k", "model"), ("selfjudge", "sharegpt", "model"),
-           ("selfjudge", "gsm8k", "prompt-lookup"), ("selfjudge", "sharegpt", "prompt-lookup")]
+           ("selfjudge", "gsm8k", "prompt-lookup"), ("selfjudge", "sharegpt", "prompt-lookup"),
+           ("selfjudge", "summarize", "prompt-lookup"), ("selfjudge", "general", "prompt-lookup")]
 
 
 @pytest.mark.parametrize("method,task,drafter", SHIPPED)
@@ -38,8 +39,12 @@ def test_shipped_verifiers_load_for_the_default_pair(method, task, drafter):
     v = load_verifier(shipped_verifier_path(method, "smollm2-135m", task, drafter), expect_model="smollm2-135m",
                       expect_hidden_size=576)
     m = v.metadata
-    assert m["method"] == method and m["task"] == task
-    assert m["draft"] == "smollm2-135m:" + ("draft" if drafter == "model" else drafter)  # labels of that drafter
+    assert m["method"] == method and m["task"] == (task if task != "general" else "gsm8k+sharegpt+summarize")
+    # labels of that drafter (the default one: with its n-gram lengths and store fingerprint)
+    assert m["draft"] == "smollm2-135m:draft" if drafter == "model" else m["draft"].startswith(f"smollm2-135m:{drafter}")
+    if drafter == "prompt-lookup" and method == "selfjudge":  # the judge reads h and the probability features
+        assert m["feature_set"] == "h+phi" and v.phi_weight is not None and v.phi_features
+        assert 0.5 < m["metrics"]["test"]["roc_auc"] <= 1.0 and {"J", "R80"} <= set(v.thresholds)
     assert m["command"].startswith("selfjudge train") and m["training_set"]["n"] > 0
     assert m["labels_command"].startswith("selfjudge " + ("label" if method == "selfjudge" else "autojudge-label"))
     assert {"F", "R", "q0.50", "q0.99"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())

@@ -135,6 +135,9 @@ def test_shipped_verifiers_are_keyed_by_drafter():
     for path in folder.glob("*-prompt-lookup.safetensors"):  # a drafter's own verifier is preferred
         task, method = path.name[len("smollm2-135m-"):].split("-")[:2]
         assert shipped_verifier_for(method, "smollm2-135m", (task,), "prompt-lookup") == str(path)
+    # a task without its own verifier takes the drafter's general one (trained on every task's labels)
+    assert Path(shipped_verifier_for("selfjudge", "smollm2-135m", ("humaneval",), "prompt-lookup")).name == \
+        "smollm2-135m-general-selfjudge-prompt-lookup.safetensors"
 
 
 def _phi_verifier():
