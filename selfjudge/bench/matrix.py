@@ -54,7 +54,7 @@ def make_configs(
     Hugging Face refuses assisted generation at batch > 1), and with ``hf_prompt_lookup`` also
     Hugging Face's own prompt lookup (``prompt_lookup_num_tokens=K``) per K, the lossless
     peer of the engine's prompt-lookup drafter. ``rules``: training-free lossy
-    rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly"), each at its
+    rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate"), each at its
     sweep of settings for K in ``sweep_ks``."""
     unknown = [r for r in rules if r not in RULE_SWEEPS]
     if unknown:
@@ -83,15 +83,15 @@ def make_configs(
             continue
         for rule in rules:
             family, policy, sweep = RULE_SWEEPS[rule]
-            if policy == "judge+fly" and "SelfJudge" not in judges:
+            if policy in _ON_SELFJUDGE and "SelfJudge" not in judges:
                 continue
             for params in sweep:
                 if policy == "fly" and dict(params)["window"] >= K:
                     continue
-                if policy == "judge+fly" and dict(params)["threshold"] not in judges["SelfJudge"].thresholds:
+                if policy in _ON_SELFJUDGE and dict(params)["threshold"] not in judges["SelfJudge"].thresholds:
                     continue  # the built-in sweep uses the verifier's own named points
                 label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
-                threshold = dict(params).get("threshold") if policy == "judge+fly" else None
+                threshold = dict(params).get("threshold") if policy in _ON_SELFJUDGE else None
                 cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))
     return cfgs
 
@@ -106,7 +106,12 @@ RULE_SWEEPS = {
                                 ((2, 0.6), (2, 0.3), (1, 0.3), (1, 0.1), (1, 0.0)))),
     "selfjudge+fly": ("SelfJudge+FLy", "judge+fly", tuple((("threshold", t), ("window", 2), ("entropy_threshold", 0.3))
                                                          for t in ("F", "R"))),
+    # the safety gate: SelfJudge may accept only within the target's top-N (JudgePolicy(top_n_gate=N))
+    "selfjudge+gate": ("SelfJudge top-N gated", "judge+gate", tuple((("threshold", t), ("top_n", n))
+                                                                    for n in (2, 5) for t in ("F", "R", "q0.90"))),
 }
+#: rule policies built on SelfJudge's verifier (skipped without one; thresholds are its named points)
+_ON_SELFJUDGE = ("judge+fly", "judge+gate")
 
 
 def rule_policy(c: Config, verifier=None):
@@ -123,6 +128,8 @@ def rule_policy(c: Config, verifier=None):
     if c.policy == "judge+fly":
         return FlyPolicy(window=p["window"], entropy_threshold=p["entropy_threshold"],
                          base=JudgePolicy(verifier, p["threshold"]))
+    if c.policy == "judge+gate":
+        return JudgePolicy(verifier, p["threshold"], top_n_gate=int(p["top_n"]))
     raise ValueError(f"policy: {c.policy!r} is not a rule configuration")
 
 

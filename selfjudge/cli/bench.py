@@ -34,7 +34,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="batch sizes with the sweep (default: the largest)")
     ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
-    ap.add_argument("--rules", nargs="*", default=[], choices=["typical", "relaxed", "fly", "selfjudge+fly"],
+    ap.add_argument("--rules", nargs="*", default=[],
+                    choices=["typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate"],
                     help="training-free lossy rules to sweep beside the judges (at --sweep-ks and --sweep-batches)")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")

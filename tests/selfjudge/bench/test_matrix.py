@@ -182,12 +182,17 @@ def test_engines_draft_with_the_given_drafter(tiny):
 def test_rule_configs_and_engines(tiny):
     tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
-    cfgs = wm.make_configs([3], [], judges, [], [], [3], rules=["typical", "relaxed", "fly", "selfjudge+fly"])
+    cfgs = wm.make_configs([3], [], judges, [], [], [3],
+                           rules=["typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate"])
     fams = {c.family for c in cfgs}
-    assert {"typical", "relaxed top-N", "FLy", "SelfJudge+FLy"} <= fams
+    assert {"typical", "relaxed top-N", "FLy", "SelfJudge+FLy", "SelfJudge top-N gated"} <= fams
+    gated = [c for c in cfgs if c.family == "SelfJudge top-N gated"]
+    assert gated and all(c.threshold in verifier.thresholds for c in gated)  # only the verifier's named points
+    assert {dict(c.params)["top_n"] for c in gated} == {2, 5}
     assert all(dict(c.params)["window"] < 3 for c in cfgs if c.family == "FLy")
     engines = wm.build_engines(target, draft, tok, cfgs, judges)
     assert repr(engines[next(c.key for c in cfgs if c.family == "SelfJudge+FLy")].policy).startswith("FlyPolicy(")
+    assert engines[gated[0].key].policy.top_n_gate == dict(gated[0].params)["top_n"]
     with pytest.raises(ValueError, match="rules"):
         wm.make_configs([3], [], judges, [], [], [3], rules=["nope"])
     assert not [c for c in wm.make_configs([3], [], judges, [], [], [], rules=["typical"]) if c.params]  # K not swept
