@@ -18,7 +18,7 @@ K=$(python -c "from selfjudge.models.pair import default_num_draft_tokens as k; 
 run() {  # one lane: one task with its verifier, into a folder of its own
     local task=$1 verifier=$2
     selfjudge bench --tasks "$task" --limit "$limit" --max-new-tokens 96 --ks "$K" --batch-sizes 8 --top-ks 2 \
-        --judges selfjudge --thresholds F R J R80 --rules typical relaxed fly selfjudge+fly --drafter "$DRAFTER" \
+        --judges SelfJudge --thresholds F R J R80 --rules typical relaxed fly selfjudge+fly --drafter "$DRAFTER" \
         --selfjudge-verifier "$verifier" --out "$lanes-$task" --threads 1 --device cpu > "$logs/judge-$task.log" 2>&1
 }
 run sharegpt "${SHAREGPT_VERIFIER:?}" &
