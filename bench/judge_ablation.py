@@ -51,17 +51,21 @@ def split(labels, groups, seed: int):
     return tr, va, te
 
 
-def fit(tensors, labels, groups, tr, va, te, feature_set: str, augment: bool) -> dict:
+def test_metrics(v, tensors, labels, te) -> dict:
+    """The exported verifier's held-out metrics on the rows ``te`` (its own fp32 logits)."""
     from selfjudge.judge.metrics import held_out_metrics
-    from selfjudge.judge.train import design_matrix, fit_verifier
+
+    logits = v.logits(tensors["features"][te], tensors["phi"][te] if v.phi_weight is not None else None)
+    return held_out_metrics(logits.double().numpy(), labels[te], v.thresholds)
+
+
+def fit(tensors, labels, groups, tr, va, te, feature_set: str, augment: bool) -> dict:
+    from selfjudge.judge.train import fit_verifier
 
     aug = (tensors["orig_features"], tensors["orig_phi"]) if augment else None
     v, rep = fit_verifier(tensors["features"], labels, groups, phi=tensors["phi"], feature_set=feature_set,
                           augment=aug, c_grid=C_GRID, split=(tr, va))
-    X = design_matrix(tensors["features"], tensors["phi"], feature_set)[te]
-    w = np.concatenate([v.weight.numpy()] if feature_set == "h" else
-                       ([v.phi_weight.numpy()] if feature_set == "phi" else [v.weight.numpy(), v.phi_weight.numpy()]))
-    test = held_out_metrics(X.astype(np.float32) @ w.astype(np.float32) + np.float32(v.bias), labels[te], v.thresholds)
+    test = test_metrics(v, tensors, labels, te)
     return {"features": feature_set, "augment": augment, "C": rep["C"], "val_roc_auc": rep["val_roc_auc"],
             **{f"test_{k}": test[k] for k in ("roc_auc", "pr_auc", "acceptable_accepted_at_5pct_unacceptable")},
             "test_at_R": test["at_threshold"]["R"], "test_at_J": test["at_threshold"]["J"]}
@@ -69,16 +73,15 @@ def fit(tensors, labels, groups, tr, va, te, feature_set: str, augment: bool) ->
 
 def rules(tensors, labels, te) -> list[dict]:
     """The training-free rules' statistics as one-feature detectors on the test rows."""
-    from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
+    from selfjudge.judge.metrics import held_out_metrics
 
     phi = tensors["phi"].numpy()[te]
     out = []
     for name, s in (("relaxed top-N margin (-margin)", -phi[:, 1]), ("FLy top-k entropy", phi[:, 2]),
                     ("log p(draft)", phi[:, 0])):
-        fpr, tpr, _ = roc_curve(labels[te], s)
-        out.append({"rule": name, "test_roc_auc": float(roc_auc_score(labels[te], s)),
-                    "test_pr_auc": float(average_precision_score(labels[te], s)),
-                    "test_acceptable_accepted_at_5pct_unacceptable": float(np.max(tpr[fpr <= 0.05]))})
+        m = held_out_metrics(s, labels[te], {})
+        out.append({"rule": name, **{f"test_{k}": m[k] for k in
+                                     ("roc_auc", "pr_auc", "acceptable_accepted_at_5pct_unacceptable")}})
     return out
 
 
@@ -114,8 +117,7 @@ def run_general(pairs, tau_quantile: float, seed: int, feature_set: str = "h+phi
     on each task's test prompts; and leave-one-task-out: a task the general verifier never saw."""
     import torch
 
-    from selfjudge.judge.metrics import held_out_metrics
-    from selfjudge.judge.train import design_matrix, fit_verifier
+    from selfjudge.judge.train import fit_verifier
 
     data = {}
     for name, d in pairs:
@@ -136,9 +138,7 @@ def run_general(pairs, tau_quantile: float, seed: int, feature_set: str = "h+phi
 
     def test_on(v, name):
         tensors, labels, _, (_, _, te) = data[name]
-        X = design_matrix(tensors["features"], tensors["phi"], feature_set)[te].astype(np.float32)
-        w = np.concatenate([v.weight.numpy(), v.phi_weight.numpy()]).astype(np.float32)
-        m = held_out_metrics(X @ w + np.float32(v.bias), labels[te], v.thresholds)
+        m = test_metrics(v, tensors, labels, te)
         return {k: m[k] for k in ("roc_auc", "pr_auc", "acceptable_accepted_at_5pct_unacceptable")}
 
     names = [n for n, _ in pairs]

@@ -42,7 +42,7 @@ def position_features(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     x = logits.float()  # [N, V]
     lse = torch.logsumexp(x, -1)  # [N]
-    ok = torch.isfinite(lse) & ~torch.isnan(x).any(-1) & ~(x == float("inf")).any(-1)  # [N]
+    ok = torch.isfinite(lse)  # [N] NaN or +inf anywhere makes it NaN / inf, an all -inf row -inf
     lse_safe = torch.where(ok, lse, 0.0)
     ids = token_ids.long().clamp(0, x.shape[-1] - 1)
     logp_z = (x.gather(1, ids[:, None]).squeeze(1) - lse_safe).clamp(min=LOGP_FLOOR)  # [N]

@@ -174,8 +174,10 @@ class JudgePolicy(Policy):
         }
         if self.phi_weight is not None:
             kwargs["judge_phi_weight"] = self.phi_weight
+        blocked = []  # [B, K] bool masks where the judge may not accept
         if self.top_n_gate is not None:
-            kwargs["judge_blocked"] = ~_in_top_n(target_logits, draft_token_ids, self.top_n_gate)
+            K = draft_token_ids.shape[1]
+            blocked.append(~_top_n(target_logits[:, :K], draft_token_ids, self.top_n_gate)[1])
         if self._protected_ids is not None:
             V = target_logits.shape[-1]
             mask = self._protected
@@ -185,24 +187,23 @@ class JudgePolicy(Policy):
                 mask = self._protected = mask.to(target_logits.device)  # [V]
             K = draft_token_ids.shape[1]
             greedy = target_logits[:, :K].argmax(-1)  # [B, K]
-            blocked = mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy]
-            kwargs["judge_blocked"] = blocked | kwargs["judge_blocked"] if "judge_blocked" in kwargs else blocked
+            blocked.append(mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy])
+        if blocked:
+            kwargs["judge_blocked"] = blocked[0] if len(blocked) == 1 else blocked[0] | blocked[1]
         return kwargs
 
     def __repr__(self) -> str:
         protected = "" if self._protected_ids is None else f", protected={len(self._protected_ids)} ids"
         phi = "" if self.phi_weight is None else f", phi={self.phi_weight.shape[0]}"
-        phi += "" if self.top_n_gate is None else f", top_n_gate={self.top_n_gate}"
-        return f"JudgePolicy(H={self.weight.shape[0]}{phi}, threshold={self.threshold:g}{protected})"
+        gate = "" if self.top_n_gate is None else f", top_n_gate={self.top_n_gate}"
+        return f"JudgePolicy(H={self.weight.shape[0]}{phi}{gate}, threshold={self.threshold:g}{protected})"
 
 
-def _in_top_n(target_logits, draft_token_ids, n: int) -> torch.Tensor:  # [B, K+1, V], [B, K] -> [B, K] bool
-    """Whether each draft token is among the target's ``n`` most likely there: fewer than ``n``
-    tokens have a strictly larger logit (ties count in the token's favour; no sort)."""
-    K = draft_token_ids.shape[1]
-    x = target_logits[:, :K].float()
-    d = draft_token_ids.clamp(0, x.shape[-1] - 1)
-    return (x > x.gather(-1, d[..., None])).sum(-1) < n
+def _top_n(scores, draft_token_ids, n: int):  # [B, K, V], [B, K] -> (topk, [B, K] bool)
+    """The ``n`` best entries of ``scores`` (probabilities or logits: the same order) and whether
+    each draft token is among them; relaxed top-N's membership test and the judge's gate."""
+    top = torch.topk(scores, min(n, scores.shape[-1]), dim=-1)
+    return top, (top.indices == draft_token_ids[..., None]).any(-1)
 
 
 def _probs(target_logits, K: int, temperature: float) -> torch.Tensor:  # [B, K+1, V] -> [B, K, V] fp32
@@ -256,8 +257,7 @@ class RelaxedTopNPolicy(Policy):
 
     def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
         p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
-        top = torch.topk(p, min(self.top_n, p.shape[-1]), dim=-1)
-        in_top = (top.indices == draft_token_ids[..., None]).any(-1)  # [B, K]
+        top, in_top = _top_n(p, draft_token_ids, self.top_n)
         close = _draft_prob(p, draft_token_ids) >= top.values[..., 0] - self.delta
         return {"relaxed_accept": in_top & close}
 

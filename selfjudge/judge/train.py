@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from selfjudge.labelling.shards import read_label_dirs, resolve_tau
+from selfjudge.labelling.shards import read_label_dirs_tensors, resolve_tau
 
 from .metrics import (DEFAULT_QUANTILES, choose_thresholds, confusion_at, expected_calibration_error,  # noqa: F401
                       held_out_metrics, reliability_table)
@@ -247,9 +247,8 @@ def _report(y, groups, tr, va, te, logit, thresholds, table, sweep, best_c, val_
         "val_roc_auc": float(roc_auc_score(y[va], va_logit)),
         "validation": held_out_metrics(va_logit, y[va], thresholds),
         "test": held_out_metrics(logit(te), y[te], thresholds) if len(te) and len(np.unique(y[te])) == 2 else None,
-        "at_threshold": {
-            name: confusion_at(va_logit, y[va], thresholds[name]) for name in ("F", "F_unacceptable", "F_macro", "R", "J", "R80")
-        },
+        "at_threshold": {name: confusion_at(va_logit, y[va], thresholds[name])
+                         for name in ("F", "F_unacceptable", "F_macro", "R", "J", "R80")},
         "sweep": [{"name": k, **confusion_at(va_logit, y[va], v)} for k, v in thresholds.items() if k.startswith("q")],
         "reliability": table,
         "val_ece": expected_calibration_error(table),
@@ -310,8 +309,6 @@ def train_from_labels(
     ``score`` ("likelihood" / "confidence") relabels from that stored score instead of the run's own.
     ``feature_set`` / ``augment``: see :func:`fit_verifier` (both need labels of format 2).
     """
-    from selfjudge.labelling.shards import read_label_dirs_tensors
-
     if score is not None and tau is None and tau_quantile is None:
         raise ValueError("score: choosing a score relabels the rows, so give tau or tau_quantile too")
     tau_used = resolve_tau(label_dirs, tau, tau_quantile, score=score)

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 
-from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
-
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
+from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
 
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
