@@ -98,12 +98,46 @@ def _against_hf(drafts, logits, q, ours, bench) -> dict:
             "ours_mean_accepted": ours_mean, "hf_standard_error": se}
 
 
+def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
+    """Tile, warps and chunk of the split kernels at one batch (K = 4; greedy and sampling without q):
+    bare-kernel time and the bandwidth of one read of the logits."""
+    import torch
+
+    from selfjudge.kernels.verify import draw_noise
+    from selfjudge.kernels.verify_triton import verify_triton_padded
+
+    K = 4
+    g = torch.Generator(device=device).manual_seed(1)
+    logits = (torch.randn(B, K + 1, V, device=device, generator=g) * 3).to(dtype)
+    drafts = logits[:, :K].float().argmax(-1)
+    n = torch.full((B,), K, device=device, dtype=torch.long)
+    u, e = draw_noise(B, K, V, device, seed=1)
+    rows = []
+    for mode in ("greedy", "sample_no_q"):
+        greedy = mode == "greedy"
+        noise = (None, None) if greedy else (u, e)
+        args = (drafts, n, logits, None, torch.ones(B, device=device), torch.full((B,), greedy, device=device),
+                *noise, None, None, None, 0.0, None)
+        for bv in (1024, 2048, 4096):
+            for nw in (4, 8, 16):
+                for chunk in (None, 4 * bv, 16 * bv):
+                    row = {"mode": mode, "BLOCK_V": bv, "num_warps": nw, "chunk": chunk or "auto"}
+                    try:
+                        us = bench(verify_triton_padded(*args, all_greedy=greedy, return_launch=True, block_v=bv,
+                                                        num_warps=nw, chunk=chunk))
+                        row.update(kernel_us=us, GBps_logits_once=logits.numel() * 2 / (us * 1e-6) / 1e9)
+                    except Exception as exc:  # e.g. out of resources
+                        row["error"] = repr(exc)[:300]
+                    rows.append(row)
+    return rows
+
+
 def check_verify(args) -> dict:
     import torch
 
     from selfjudge.kernels import verify
     from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import _verify_kernel, verify_triton_padded
+    from selfjudge.kernels.verify_triton import verify_triton_padded
 
     dry = args.dry_run
     device = "cpu" if dry else "cuda"
@@ -138,13 +172,14 @@ def check_verify(args) -> dict:
                 "ids_in_range": bool(((emitted >= 0) & (emitted < V)).all()),
                 "mean_accepted": float(b.num_accepted.float().mean()),
             }
-            # bare kernel (outputs preallocated) and the whole op (wrapper included)
+            # bare kernels (outputs preallocated): split (the default) and fused; the whole op (wrapper included)
             inv_t = torch.full((B,), 1.0, device=device)
             greedy = torch.full((B,), temp == 0.0, device=device)
-            grid, largs, meta = verify_triton_padded(
-                drafts, n, logits, q, inv_t, greedy, None if temp == 0 else u, None if temp == 0 else e,
-                None, None, None, 0.0, None, all_greedy=temp == 0.0, return_launch=True)
-            row["kernel_us"] = bench(lambda: _verify_kernel[grid](*largs, **meta))
+            launch_args = (drafts, n, logits, q, inv_t, greedy, None if temp == 0 else u, None if temp == 0 else e,
+                           None, None, None, 0.0, None)
+            row["kernel_us"] = bench(verify_triton_padded(*launch_args, all_greedy=temp == 0.0, return_launch=True))
+            row["fused_kernel_us"] = bench(verify_triton_padded(*launch_args, all_greedy=temp == 0.0,
+                                                                return_launch=True, split=False))
             row["op_us"] = bench(lambda: verify(drafts, n, logits, q, backend="triton", **kw))
             row["twin_us"] = bench(lambda: verify(drafts, n, logits, q, backend="torch", **kw))
             logit_bytes = logits.numel() * logits.element_size()
@@ -171,20 +206,8 @@ def check_verify(args) -> dict:
             torch.cuda.synchronize()
         names = [evt.name for evt in prof.events() if evt.device_type.name == "CUDA"]
         res["cuda_kernels_per_op_call"] = names
-        # tile / warp sweep at the largest batch (sampling, no q)
-        sweep = []
-        for bv in (1024, 2048, 4096, 8192):
-            for nw in (4, 8, 16):
-                grid, largs, meta = verify_triton_padded(
-                    drafts, n, logits, None, inv_t, torch.zeros(B, dtype=torch.bool, device=device), u, e,
-                    None, None, None, 0.0, None, all_greedy=False, return_launch=True, block_v=bv, num_warps=nw)
-                try:
-                    us = bench(lambda: _verify_kernel[grid](*largs, **meta))
-                    sweep.append({"BLOCK_V": bv, "num_warps": nw, "kernel_us": us,
-                                  "GBps_logits_once": logits.numel() * 2 / (us * 1e-6) / 1e9})
-                except Exception as exc:  # e.g. out of resources
-                    sweep.append({"BLOCK_V": bv, "num_warps": nw, "error": repr(exc)[:300]})
-        res["sweep_B%d" % B] = sweep
+        for B_s in (64, batches[-1]):
+            res["sweep_B%d" % B_s] = _split_sweep(B_s, V, dtype, device, bench)
     # pass criteria: greedy rows bit-exact, sampling rows >= 99% equal (exp rounding on GPU
     # may flip a comparison that sits within an ulp), all ids in range
     ok = all(r["ids_in_range"] for r in res["rows"])

@@ -1,6 +1,9 @@
-"""Launcher of the fused verify kernel (:mod:`selfjudge.kernels.verify_triton_kernel`).
+"""Launcher of the verify kernels: split-vocabulary (:mod:`selfjudge.kernels.verify_split_kernel`)
+or fused (:mod:`selfjudge.kernels.verify_triton_kernel`).
 
-:func:`verify_triton` launches one program per request on the flattened layout;
+:func:`verify_triton` launches them on the flattened layout: by default the split kernels
+(every logits row read by many programs at once), the fused one-program-per-request kernel
+for FLy (whose top-k entropy makes several passes over a row) or when asked;
 :func:`verify_triton_padded` maps the padded layout onto it without copies;
 :func:`aot_compile` compiles the kernel for a GPU architecture without a GPU.
 The PyTorch twin (:func:`selfjudge.kernels.verify_torch.native_verify`) takes the
@@ -14,6 +17,7 @@ import os
 import torch
 import triton
 
+from .verify_split import split_launches
 from .verify_triton_kernel import _verify_kernel
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -53,8 +57,15 @@ def verify_triton(
     logits_batch_stride: int = 0,
     fly: tuple[int, float, int] | None = None,
     phi_weight: torch.Tensor | None = None,  # [F] fp32
+    split: bool | None = None,
+    chunk: int | None = None,
 ):
-    """Launch the kernel (one program per request) on flattened inputs.
+    """Launch the verify kernels on flattened inputs.
+
+    ``split``: None (default) runs the split-vocabulary kernels unless ``fly`` is set, which
+    needs the fused kernel; False forces the fused kernel. ``chunk`` (split only): vocabulary
+    entries per program, rounded up to a multiple of the tile (default: enough chunks to fill
+    the GPU; one chunk on the CPU interpreter).
 
     ``any_greedy`` / ``unit_scale`` are the twin's host-known hints
     (:func:`selfjudge.kernels.verify_torch.native_verify` takes the same arguments);
@@ -62,8 +73,8 @@ def verify_triton(
 
     ``logits_batch_stride`` (padded form): logits row of (b, i) is
     ``b * logits_batch_stride + (logit_start[b] + i) * row_stride``.
-    ``return_launch=True`` returns ``(grid, args, meta)`` instead of launching,
-    so ``_verify_kernel[grid](*args, **meta)`` can be timed without the wrapper.
+    ``return_launch=True`` returns a function of no arguments that runs the kernels on the
+    prepared buffers instead of launching, so they can be timed without the wrapper.
 
     Returns ``(output_token_ids [B, K_max+1] int64, num_accepted [B] int64,
     align_accepted [B, K_max] bool, judge_accepted [B, K_max] bool,
@@ -108,38 +119,37 @@ def verify_triton(
         uniforms = uniforms.contiguous() if uniforms.numel() else torch.ones(B, 1, dtype=torch.float64, device=device)
         exponentials = exponentials.contiguous()
     dummy = inv_t
-    BV = block_v or _block_v(V)
     BH = max(16, min(triton.next_power_of_2(H), 1024))
-    launch = (
-        (B,),
-        (
-            out, num_acc, align, jacc, jlog,
-            draft_flat, tok_start.contiguous(), num_draft.contiguous(),
-            logits_rows, logit_start.contiguous(),
-            draft_probs_rows if has_q else dummy,
-            inv_t.float().contiguous(), greedy.to(torch.int8).contiguous(),
-            uniforms if sampling else dummy,
-            exponentials if sampling else dummy,
-            hidden_rows if has_judge else dummy,
-            judge_weight if has_judge else dummy,
-            bias if has_judge else dummy,
-            phi_weight.float().contiguous() if has_phi else dummy,
-            relaxed_rows if has_relaxed else dummy,
-            float(threshold), K_max, V, H,
-            logits_batch_stride,
-            logits_rows.stride(0),
-            draft_probs_rows.stride(0) if has_q else 0,
-            hidden_rows.stride(0) if has_judge else 0,
-            *(fly if fly is not None else (0, 0.0, 1)),
-        ),
-        dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling, HAS_FLY=fly is not None,
-             HAS_PHI=has_phi,
-             BLOCK_V=BV, BLOCK_H=BH, num_warps=num_warps or (8 if BV >= 2048 else 4)),
-    )
+    inputs = (draft_flat, tok_start.contiguous(), num_draft.contiguous(), logits_rows, logit_start.contiguous(),
+              draft_probs_rows if has_q else dummy, inv_t.float().contiguous(), greedy.to(torch.int8).contiguous(),
+              uniforms if sampling else dummy, exponentials if sampling else dummy,
+              hidden_rows if has_judge else dummy, judge_weight if has_judge else dummy, bias if has_judge else dummy,
+              phi_weight.float().contiguous() if has_phi else dummy, relaxed_rows if has_relaxed else dummy)
+    strides = (logits_batch_stride, logits_rows.stride(0), draft_probs_rows.stride(0) if has_q else 0,
+               hidden_rows.stride(0) if has_judge else 0)
+    flags = dict(HAS_Q=has_q, HAS_JUDGE=has_judge, HAS_RELAXED=has_relaxed, SAMPLING=sampling, HAS_PHI=has_phi)
+    outs = (out, num_acc, align, jacc, jlog)
+    use_split = (fly is None) if split is None else split
+    if use_split:
+        if fly is not None:
+            raise ValueError("fly needs the fused kernel (split=False)")
+        launches = split_launches(outs, inputs, threshold=float(threshold), K_max=K_max, V=V, H=H, strides=strides,
+                                  flags=flags, block_v=block_v, chunk=chunk, num_warps=num_warps, block_h=BH)
+    else:
+        BV = block_v or _block_v(V)
+        launches = [(_verify_kernel, (B,),
+                     (*outs, *inputs, float(threshold), K_max, V, H, *strides,
+                      *(fly if fly is not None else (0, 0.0, 1))),
+                     dict(flags, HAS_FLY=fly is not None, BLOCK_V=BV, BLOCK_H=BH,
+                          num_warps=num_warps or (8 if BV >= 2048 else 4)))]
+
+    def run():
+        for kernel, grid, args, meta in launches:
+            kernel[grid](*args, **meta)
+
     if return_launch:
-        return launch  # (grid, args, meta): bench/gpu_check.py times the bare kernel
-    grid, args, meta = launch
-    _verify_kernel[grid](*args, **meta)
+        return run  # bench/gpu_check.py times the bare kernels
+    run()
     align = align[:, :K_max].view(torch.bool)
     jacc = jacc[:, :K_max].view(torch.bool)
     return out, num_acc, align, jacc, (jlog[:, :K_max] if has_judge else None)
@@ -187,8 +197,9 @@ def verify_triton_padded(
     )
 
 
-def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16", **constexprs):
-    """Compile the kernel ahead of time for ``sm_<arch>`` without a GPU (Triton's bundled ptxas).
+def aot_compile(arch: int = 90, *, kernel=None, num_warps: int = 8, logits_dtype: str = "bf16", **constexprs):
+    """Compile a verify kernel (default the fused one; any of the split ones) ahead of time
+    for ``sm_<arch>`` without a GPU (Triton's bundled ptxas).
 
     Catches code the interpreter accepts but the compiler rejects. Must run in
     a process without ``TRITON_INTERPRET=1``. Returns the compiled kernel
@@ -199,25 +210,28 @@ def aot_compile(arch: int = 90, *, num_warps: int = 8, logits_dtype: str = "bf16
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    kernel = kernel or _verify_kernel
     ptr = {"out_ptr": "*i64", "num_acc_ptr": "*i64", "align_ptr": "*i8", "jacc_ptr": "*i8", "jlogit_ptr": "*fp32",
            "draft_ptr": "*i64", "tok_start_ptr": "*i64", "num_draft_ptr": "*i64", "logits_ptr": f"*{logits_dtype}",
            "logit_start_ptr": "*i64", "q_ptr": "*fp32", "inv_t_ptr": "*fp32", "greedy_ptr": "*i8",
            "u_ptr": "*fp64", "e_ptr": "*fp32", "h_ptr": f"*{logits_dtype}", "w_ptr": "*fp32", "bias_ptr": "*fp32",
-           "phi_w_ptr": "*fp32", "relaxed_ptr": "*i8"}
-    sig = {}
-    for name in inspect.signature(_verify_kernel.fn).parameters:
+           "phi_w_ptr": "*fp32", "relaxed_ptr": "*i8", "stat_ptr": "*fp32", "idx_ptr": "*i32", "race_ptr": "*i64",
+           "race_lse_ptr": "*fp32", "win_ptr": "*fp32", "win_idx_ptr": "*i32"}
+    known = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, HAS_FLY=True, HAS_PHI=True,
+                 BLOCK_V=4096, BLOCK_H=1024, NC_BLOCK=16)
+    known.update(constexprs)
+    sig, const = {}, {}
+    for name in inspect.signature(kernel.fn).parameters:
         if name in ptr:
             sig[name] = ptr[name]
         elif name in ("threshold", "fly_threshold"):
             sig[name] = "fp32"
         elif name.startswith("stride"):
             sig[name] = "i64"
-        elif name in ("K_max", "V", "H", "fly_window", "fly_top_k"):
+        elif name in ("K_max", "K1", "V", "H", "NC", "CHUNK", "fly_window", "fly_top_k"):
             sig[name] = "i32"
         else:
             sig[name] = "constexpr"
-    const = dict(HAS_Q=True, HAS_JUDGE=True, HAS_RELAXED=True, SAMPLING=True, HAS_FLY=True, HAS_PHI=True,
-                 BLOCK_V=4096, BLOCK_H=1024)
-    const.update(constexprs)
-    return triton.compile(ASTSource(_verify_kernel, sig, const), target=GPUTarget("cuda", arch, 32),
+            const[name] = known[name]
+    return triton.compile(ASTSource(kernel, sig, const), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": num_warps})

@@ -121,16 +121,24 @@ def _count_eq(t1, t2, t3, v):
 
 
 @triton.jit
-def _phi_features(xd, m1, s1, t1, t2, t3, bad1):
-    """The judge's probability features from one pass's temperature-1 statistics (the twin:
-    ``kernels.judge_features.position_features``): log p(d) (floored), the margin to the top-1
-    and the entropy of the three largest probabilities; all 0 for an invalid position."""
+def _top3_of(t1, t2, t3):
+    """The three largest entries (a multiset: ties keep both copies) of per-lane sorted
+    triples ``t1 >= t2 >= t3`` (-inf where fewer exist)."""
     g1 = tl.max(t1, axis=0)
     c1 = _count_eq(t1, t2, t3, g1)
     below1 = _max_below(t1, t2, t3, g1)
     g2 = tl.where(c1 >= 2, g1, below1)
     c2 = _count_eq(t1, t2, t3, g2)
     g3 = tl.where(c1 >= 3, g1, tl.where(c1 == 2, below1, tl.where(c2 >= 2, g2, _max_below(t1, t2, t3, g2))))
+    return g1, g2, g3
+
+
+@triton.jit
+def _phi_features(xd, m1, s1, g1, g2, g3, bad1):
+    """The judge's probability features from one pass's temperature-1 statistics (the twin:
+    ``kernels.judge_features.position_features``): log p(d) (floored), the margin to the top-1
+    and the entropy of the three largest probabilities ``g1 >= g2 >= g3`` (logits); all 0 for an
+    invalid position."""
     ok = (bad1 == 0) & (g1 > float("-inf"))
     lse = tl.where(ok, m1 + tl.log(s1), 0.0)
     logp_d = tl.maximum(xd - lse, -100.0)
@@ -193,7 +201,8 @@ def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING: tl.const
     phi2 = phi0
     if HAS_PHI:
         xd = tl.load(logits_ptr + row_off + d).to(tl.float32)
-        phi0, phi1, phi2 = _phi_features(xd, m1, tl.sum(s1_l, axis=0), t1, t2, t3,
+        g1, g2, g3 = _top3_of(t1, t2, t3)
+        phi0, phi1, phi2 = _phi_features(xd, m1, tl.sum(s1_l, axis=0), g1, g2, g3,
                                          tl.max(bad1_l.to(tl.int32), axis=0))
     return best_i, ok, lse, phi0, phi1, phi2
 

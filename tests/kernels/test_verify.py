@@ -398,9 +398,9 @@ def test_auto_backend_is_torch_on_cpu(monkeypatch):
 
 
 def test_kernel_compiles_for_h200_without_a_gpu():
-    """Compile the kernel ahead of time for sm_90 (Triton's bundled ptxas), in a
-    process without the interpreter: catches code that the interpreter accepts
-    but the compiler rejects."""
+    """Compile the fused kernel and the four split kernels ahead of time for sm_90 (Triton's
+    bundled ptxas), in a process without the interpreter: catches code that the interpreter
+    accepts but the compiler rejects."""
     import os
     import subprocess
     import sys
@@ -413,6 +413,12 @@ def test_kernel_compiles_for_h200_without_a_gpu():
         "    k = aot_compile(90, HAS_Q=flags[0], HAS_JUDGE=flags[1], HAS_RELAXED=flags[2], SAMPLING=flags[3],\n"
         "                    HAS_PHI=flags[1])\n"
         "    assert 'ld.global' in k.asm['ptx'] and len(k.asm['cubin']) > 0\n"
+        "from selfjudge.kernels import verify_split_kernel as sk\n"
+        "for kernel in (sk._chunk_stats_kernel, sk._split_walk_kernel, sk._race_chunk_kernel, sk._race_reduce_kernel):\n"
+        "    for on in (True, False):\n"
+        "        k = aot_compile(90, kernel=kernel, HAS_Q=on, HAS_JUDGE=on, HAS_RELAXED=on, SAMPLING=on, HAS_PHI=on,\n"
+        "                        BLOCK_V=2048)\n"
+        "        assert 'ld.global' in k.asm['ptx'] and len(k.asm['cubin']) > 0, kernel\n"
         "print('compiled')\n"
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

@@ -1,0 +1,363 @@
+"""The split-vocabulary verify kernels: the same walk as the fused kernel, with every logits
+row read by many programs at once.
+
+The fused kernel (:mod:`selfjudge.kernels.verify_triton_kernel`) gives each request one
+program that walks its K+1 rows of V logits in order; at B = 64 on a 132-SM GPU half the
+SMs idle and each one is latency-bound (11 % of HBM bandwidth measured on an H200). Here the
+work is split in four launches:
+
+1. :func:`_chunk_stats_kernel`, grid ``(B * (K_max+1), NC)``: one program per (position,
+   vocabulary chunk) for every position a request evaluates (``i <= n_b``) reduces its chunk
+   to partial statistics: argmax, invalid-lane flag, the online log-sum-exp pair (sampling)
+   and, for the judge's probability features, the temperature-1 pair and top-3 logits. All
+   positions are read once, in parallel, whether or not the walk will reach them.
+2. :func:`_split_walk_kernel`, grid ``(B,)``: combines each position's partials
+   (:func:`_combine_stats`) and runs the fused kernel's walk with its own helpers
+   (``_align_test``, ``_relaxed_test``, ``_phi_features``); greedy rows emit from the
+   partials' argmax; a sampling row that needs a draw records which position and which race.
+3. :func:`_race_chunk_kernel`, grid ``(B, NC)`` (sampling only): each chunk's winner of the
+   race at that position: the bonus ``argmax x - log E`` or the recovery ``argmax max(p - q,
+   0) / E`` with its fallback ``p / E`` (``p`` needs the combined log-sum-exp, hence a
+   second read of that one row).
+4. :func:`_race_reduce_kernel`, grid ``(B,)`` (sampling only): the winner over chunks.
+
+Ties resolve to the first index as in the fused kernel: chunks cover increasing index ranges
+and every reduction takes the smallest index attaining the maximum. FLy's multi-pass top-k
+entropy stays in the fused kernel.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from .verify_triton_kernel import (_align_test, _lane_argmax, _load_x, _phi_features, _relaxed_test,
+                                   _running_argmax, _store_judge_logits, _top3_of, _top3_update)
+
+
+@triton.jit
+def _store_chunk_stats(stat_ptr, idx_ptr, p, SNC, best, best_i, bad, m, s, m1, s1, g1, g2, g3, bad1,
+                       SAMPLING: tl.constexpr, HAS_PHI: tl.constexpr):
+    """Write one (position, chunk) partial: planes 0 best, 1 bad, 2-3 (m, s), 4-5 (m1, s1),
+    6-8 top-3 at temperature 1, 9 bad at temperature 1; the argmax index in ``idx_ptr``."""
+    tl.store(stat_ptr + p, best)
+    tl.store(idx_ptr + p, best_i.to(tl.int32))
+    tl.store(stat_ptr + SNC + p, bad.to(tl.float32))
+    if SAMPLING:
+        tl.store(stat_ptr + 2 * SNC + p, m)
+        tl.store(stat_ptr + 3 * SNC + p, s)
+    if HAS_PHI:
+        tl.store(stat_ptr + 4 * SNC + p, m1)
+        tl.store(stat_ptr + 5 * SNC + p, s1)
+        tl.store(stat_ptr + 6 * SNC + p, g1)
+        tl.store(stat_ptr + 7 * SNC + p, g2)
+        tl.store(stat_ptr + 8 * SNC + p, g3)
+        tl.store(stat_ptr + 9 * SNC + p, bad1.to(tl.float32))
+
+
+@triton.jit(do_not_specialize=["K1", "CHUNK", "NC", "stride_lb", "stride_lr"])
+def _chunk_stats_kernel(
+    stat_ptr,  # [10, S, NC] fp32 partial statistics (S = B * K1)
+    idx_ptr,  # [S, NC] int32 partial argmax
+    num_draft_ptr,  # [B] int64
+    logits_ptr,  # [R, V] float target logits rows (unit column stride)
+    logit_start_ptr,  # [B] int64
+    inv_t_ptr,  # [B] fp32
+    K1,  # K_max + 1
+    V,
+    CHUNK,  # vocabulary entries per chunk, a multiple of BLOCK_V
+    NC,  # chunks per row
+    stride_lb,
+    stride_lr,
+    SAMPLING: tl.constexpr,
+    HAS_PHI: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    """Partial statistics of one chunk of one evaluated position (``i <= n_b``)."""
+    slot = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    b = slot // K1
+    i = slot % K1
+    n = tl.load(num_draft_ptr + b)
+    if i <= n:
+        row_off = b * stride_lb + (tl.load(logit_start_ptr + b) + i) * stride_lr
+        inv_t = tl.load(inv_t_ptr + b)
+        offs_v = tl.arange(0, BLOCK_V)
+        m = tl.full((), float("-inf"), dtype=tl.float32)
+        s_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
+        best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        besti_l = offs_v
+        bad_l = offs_v < 0
+        m1 = tl.full((), float("-inf"), dtype=tl.float32)
+        s1_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
+        t1 = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        t2 = t1
+        t3 = t1
+        bad1_l = bad_l
+        v_lo = c * CHUNK
+        for v0 in range(v_lo, tl.minimum(v_lo + CHUNK, V), BLOCK_V):
+            x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+            bad_l = bad_l | tbad
+            best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
+            if SAMPLING:
+                m_new = tl.maximum(m, tl.max(x, axis=0))
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                s_l = s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+                m = m_new
+            if HAS_PHI:
+                raw, _i, _m, rbad = _load_x(logits_ptr, row_off, v0, offs_v, V, 1.0)
+                bad1_l = bad1_l | rbad
+                t1, t2, t3 = _top3_update(raw, t1, t2, t3)
+                m1_new = tl.maximum(m1, tl.max(raw, axis=0))
+                m1_safe = tl.where(m1_new == float("-inf"), 0.0, m1_new)
+                s1_l = s1_l * tl.exp(m1 - m1_safe) + tl.exp(raw - m1_safe)
+                m1 = m1_new
+        best, best_i = _lane_argmax(best_l, besti_l)
+        g1, g2, g3 = _top3_of(t1, t2, t3)
+        _store_chunk_stats(stat_ptr, idx_ptr, slot * NC + c, tl.num_programs(0).to(tl.int64) * NC, best, best_i,
+                           tl.max(bad_l.to(tl.int32), axis=0), m, tl.sum(s_l, axis=0), m1, tl.sum(s1_l, axis=0),
+                           g1, g2, g3, tl.max(bad1_l.to(tl.int32), axis=0), SAMPLING, HAS_PHI)
+
+
+@triton.jit
+def _online_lse(stat_ptr, plane_m, SNC, base, cm):
+    """Combine per-chunk (m, sum exp(x - m)) pairs (planes ``plane_m`` and the next) into one
+    ``(m, s)``: the log-sum-exp is ``m + log s`` (``s`` is 0 for an all -inf row)."""
+    mc = tl.load(stat_ptr + plane_m + base, mask=cm, other=float("-inf"))
+    sc = tl.load(stat_ptr + plane_m + SNC + base, mask=cm, other=0.0)
+    mx = tl.max(mc, axis=0)
+    m_safe = tl.where(mx == float("-inf"), 0.0, mx)
+    return mx, tl.sum(sc * tl.exp(mc - m_safe), axis=0)
+
+
+@triton.jit
+def _combine_stats(stat_ptr, idx_ptr, slot, NC, SNC, logits_ptr, row_off, d,
+                   SAMPLING: tl.constexpr, HAS_PHI: tl.constexpr, NC_BLOCK: tl.constexpr):
+    """One position's statistics from its chunks' partials: ``(argmax, ok, lse, phi0, phi1, phi2)``
+    with the meaning of the fused kernel's ``_position_stats``."""
+    offs_c = tl.arange(0, NC_BLOCK)
+    cm = offs_c < NC
+    base = slot * NC + offs_c
+    best, best_i = _lane_argmax(tl.load(stat_ptr + base, mask=cm, other=float("-inf")),
+                                tl.load(idx_ptr + base, mask=cm, other=2147483647))
+    bad = tl.max(tl.load(stat_ptr + SNC + base, mask=cm, other=0.0), axis=0)
+    ok = (bad == 0) & (best > float("-inf"))
+    lse = tl.full((), float("-inf"), dtype=tl.float32)
+    if SAMPLING:
+        mx, s = _online_lse(stat_ptr, 2 * SNC, SNC, base, cm)
+        lse = tl.where(ok, mx + tl.log(s), float("-inf"))
+    phi0 = tl.zeros((), dtype=tl.float32)
+    phi1 = phi0
+    phi2 = phi0
+    if HAS_PHI:
+        m1, s1 = _online_lse(stat_ptr, 4 * SNC, SNC, base, cm)
+        t1 = tl.load(stat_ptr + 6 * SNC + base, mask=cm, other=float("-inf"))
+        t2 = tl.load(stat_ptr + 7 * SNC + base, mask=cm, other=float("-inf"))
+        t3 = tl.load(stat_ptr + 8 * SNC + base, mask=cm, other=float("-inf"))
+        g1, g2, g3 = _top3_of(t1, t2, t3)
+        bad1 = tl.max(tl.load(stat_ptr + 9 * SNC + base, mask=cm, other=0.0), axis=0)
+        xd = tl.load(logits_ptr + row_off + d).to(tl.float32)
+        phi0, phi1, phi2 = _phi_features(xd, m1, s1, g1, g2, g3, bad1)
+    return best_i.to(tl.int64), ok, lse, phi0, phi1, phi2
+
+
+@triton.jit(do_not_specialize=["threshold", "K_max", "NC", "stride_lb", "stride_lr", "stride_qr", "stride_hr"])
+def _split_walk_kernel(
+    out_ptr,  # [B, K_max+1] int64, pre-filled with -1
+    num_acc_ptr,  # [B] int64
+    align_ptr,  # [B, K_max] int8, pre-filled with 0
+    jacc_ptr,  # [B, K_max] int8, pre-filled with 0
+    jlogit_ptr,  # [B, K_max] fp32, pre-filled with NaN (HAS_JUDGE)
+    race_ptr,  # [B, 3] int64: position of the draw (-1: none), race (0 bonus, 1 recovery), draft id there
+    race_lse_ptr,  # [B] fp32 log-sum-exp of the recovery position
+    stat_ptr,  # [10, B*(K_max+1), NC] fp32 partials of _chunk_stats_kernel
+    idx_ptr,  # [B*(K_max+1), NC] int32
+    draft_ptr,  # [T] int64 draft tokens, all requests concatenated
+    tok_start_ptr,  # [B] int64
+    num_draft_ptr,  # [B] int64 in [0, K_max]
+    logits_ptr,  # [R, V] float target logits rows
+    logit_start_ptr,  # [B] int64
+    q_ptr,  # [T, V] float draft probabilities (HAS_Q)
+    inv_t_ptr,  # [B] fp32
+    greedy_ptr,  # [B] int8
+    u_ptr,  # [B, K_max] fp64 (SAMPLING)
+    h_ptr,  # [T, H] float (HAS_JUDGE)
+    w_ptr,  # [H] float (HAS_JUDGE)
+    bias_ptr,  # [B] fp32 (HAS_JUDGE)
+    phi_w_ptr,  # [3] fp32 (HAS_PHI)
+    relaxed_ptr,  # [T] int8 override: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
+    threshold,
+    K_max,
+    V,
+    H,
+    NC,
+    stride_lb,
+    stride_lr,
+    stride_qr,
+    stride_hr,
+    HAS_Q: tl.constexpr,
+    HAS_JUDGE: tl.constexpr,
+    HAS_RELAXED: tl.constexpr,
+    SAMPLING: tl.constexpr,
+    HAS_PHI: tl.constexpr,
+    NC_BLOCK: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
+    """One program per request: the fused kernel's walk on combined partials; greedy emission."""
+    b = tl.program_id(0).to(tl.int64)
+    K1 = K_max + 1
+    SNC = tl.num_programs(0).to(tl.int64) * K1 * NC
+    n = tl.load(num_draft_ptr + b)
+    tok0 = tl.load(tok_start_ptr + b)
+    row0 = tl.load(logit_start_ptr + b)
+    inv_t = tl.load(inv_t_ptr + b)
+    greedy_flag = tl.load(greedy_ptr + b)
+    is_greedy = greedy_flag != 0
+    if HAS_JUDGE:
+        if not HAS_PHI:
+            _store_judge_logits(jlogit_ptr, h_ptr, w_ptr, bias_ptr, b, tok0, n, K_max, stride_hr, H, BLOCK_H)
+    n_acc = tl.zeros((), dtype=tl.int64)
+    stopped = tl.zeros((), dtype=tl.int32)
+    rej_lse = tl.full((), float("-inf"), dtype=tl.float32)
+    rej_amax = tl.zeros((), dtype=tl.int64)
+    rej_d = tl.full((), -1, dtype=tl.int64)
+    for i in range(0, n):
+        if stopped == 0:
+            tok = tok0 + i
+            row_off = b * stride_lb + (row0 + i) * stride_lr
+            d_raw = tl.load(draft_ptr + tok)
+            real = (d_raw >= 0) & (d_raw < V)  # False: a placeholder, which no rule keeps
+            d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
+            best_i, ok, lse, phi0, phi1, phi2 = _combine_stats(stat_ptr, idx_ptr, b * K1 + i, NC, SNC, logits_ptr,
+                                                               row_off, d, SAMPLING, HAS_PHI, NC_BLOCK)
+            jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
+                                 phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
+                                 HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
+            u = 1.0
+            if SAMPLING:
+                u = tl.load(u_ptr + b * K_max + i)
+            align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
+                                u, HAS_Q, SAMPLING) & real
+            tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
+            tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
+            if align | jacc:
+                tl.store(out_ptr + b * (K_max + 1) + i, d)
+                n_acc += 1
+            else:
+                stopped = 1
+                rej_lse = lse
+                rej_amax = tl.where(ok, best_i, 0)
+                rej_d = tl.where(real, d, -1)  # a placeholder's one-hot q is all zero
+    tok_out = rej_amax
+    race_j = tl.full((), -1, dtype=tl.int64)
+    race_kind = tl.zeros((), dtype=tl.int64)
+    if stopped == 0:
+        best_n, ok_n, _l, _p0, _p1, _p2 = _combine_stats(stat_ptr, idx_ptr, b * K1 + n, NC, SNC, logits_ptr, 0, 0,
+                                                         False, False, NC_BLOCK)
+        tok_out = tl.where(ok_n, best_n, 0)
+        if SAMPLING:
+            race_j = tl.where(ok_n & (greedy_flag == 0), n, -1)
+    else:
+        if SAMPLING:
+            race_j = tl.where((rej_lse > float("-inf")) & (greedy_flag == 0), n_acc, -1)
+            race_kind = race_kind + 1
+    tl.store(out_ptr + b * (K_max + 1) + n_acc, tl.minimum(tl.maximum(tok_out, 0), V - 1))
+    tl.store(num_acc_ptr + b, n_acc)
+    if SAMPLING:
+        tl.store(race_ptr + b * 3, race_j)
+        tl.store(race_ptr + b * 3 + 1, race_kind)
+        tl.store(race_ptr + b * 3 + 2, rej_d)
+        tl.store(race_lse_ptr + b, rej_lse)
+
+
+@triton.jit(do_not_specialize=["CHUNK", "NC", "stride_lb", "stride_lr", "stride_qr"])
+def _race_chunk_kernel(
+    win_ptr,  # [2, B, NC] fp32 chunk winners' scores: the race, the fallback race over p / E
+    win_idx_ptr,  # [2, B, NC] int32 their indices
+    race_ptr,  # [B, 3] int64 from _split_walk_kernel
+    race_lse_ptr,  # [B] fp32
+    tok_start_ptr,  # [B] int64
+    logits_ptr,  # [R, V] float
+    logit_start_ptr,  # [B] int64
+    q_ptr,  # [T, V] float (HAS_Q)
+    inv_t_ptr,  # [B] fp32
+    e_ptr,  # [B, V] fp32 exponentials > 0
+    V,
+    CHUNK,
+    NC,
+    stride_lb,
+    stride_lr,
+    stride_qr,
+    HAS_Q: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    """One chunk of the draw at one request's emission position: the bonus race
+    ``argmax x - log E``, or the recovery race ``argmax max(p - q, 0) / E`` with its fallback
+    ``argmax p / E`` (the fused kernel's ``_bonus_token`` / ``_recovered_token``)."""
+    b = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    j = tl.load(race_ptr + b * 3)
+    if j >= 0:
+        kind = tl.load(race_ptr + b * 3 + 1)
+        d = tl.load(race_ptr + b * 3 + 2)
+        lse = tl.load(race_lse_ptr + b)
+        inv_t = tl.load(inv_t_ptr + b)
+        row_off = b * stride_lb + (tl.load(logit_start_ptr + b) + j) * stride_lr
+        q_off = (tl.load(tok_start_ptr + b) + j) * stride_qr
+        offs_v = tl.arange(0, BLOCK_V)
+        a_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+        ai_l = offs_v
+        f_l = tl.full((BLOCK_V,), -1.0, dtype=tl.float32)
+        fi_l = offs_v
+        v_lo = c * CHUNK
+        for v0 in range(v_lo, tl.minimum(v_lo + CHUNK, V), BLOCK_V):
+            x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+            e = tl.load(e_ptr + b * V + idx, mask=mask, other=1.0)
+            if kind == 0:
+                a_l, ai_l = _running_argmax(tl.where(mask, x - tl.log(e), float("-inf")), idx, a_l, ai_l)
+            else:
+                p = tl.exp(x - lse)
+                if HAS_Q:
+                    q = tl.load(q_ptr + q_off + idx, mask=mask, other=0.0).to(tl.float32)
+                else:
+                    q = tl.where(idx == d, 1.0, 0.0)
+                r = tl.maximum(p - q, 0.0)
+                a_l, ai_l = _running_argmax(tl.where(mask, r / e, -1.0), idx, a_l, ai_l)
+                f_l, fi_l = _running_argmax(tl.where(mask, p / e, -1.0), idx, f_l, fi_l)
+        a, ai = _lane_argmax(a_l, ai_l)
+        f, fi = _lane_argmax(f_l, fi_l)
+        p_out = b * NC + c
+        BNC = tl.num_programs(0).to(tl.int64) * NC
+        tl.store(win_ptr + p_out, a)
+        tl.store(win_idx_ptr + p_out, ai.to(tl.int32))
+        tl.store(win_ptr + BNC + p_out, f)
+        tl.store(win_idx_ptr + BNC + p_out, fi.to(tl.int32))
+
+
+@triton.jit(do_not_specialize=["K_max", "NC"])
+def _race_reduce_kernel(
+    out_ptr,  # [B, K_max+1] int64
+    num_acc_ptr,  # [B] int64
+    race_ptr,  # [B, 3] int64
+    win_ptr,  # [2, B, NC] fp32
+    win_idx_ptr,  # [2, B, NC] int32
+    K_max,
+    V,
+    NC,
+    NC_BLOCK: tl.constexpr,
+):
+    """The draw's winner over chunks, written at the request's emission position."""
+    b = tl.program_id(0).to(tl.int64)
+    if tl.load(race_ptr + b * 3) >= 0:
+        offs_c = tl.arange(0, NC_BLOCK)
+        cm = offs_c < NC
+        base = b * NC + offs_c
+        BNC = tl.num_programs(0).to(tl.int64) * NC
+        a, ai = _lane_argmax(tl.load(win_ptr + base, mask=cm, other=float("-inf")),
+                             tl.load(win_idx_ptr + base, mask=cm, other=2147483647))
+        f, fi = _lane_argmax(tl.load(win_ptr + BNC + base, mask=cm, other=float("-inf")),
+                             tl.load(win_idx_ptr + BNC + base, mask=cm, other=2147483647))
+        kind = tl.load(race_ptr + b * 3 + 1)
+        tok = tl.where((kind == 0) | (a > 0), ai, fi)
+        n_acc = tl.load(num_acc_ptr + b)
+        tl.store(out_ptr + b * (K_max + 1) + n_acc, tl.minimum(tl.maximum(tok, 0), V - 1))
