@@ -296,7 +296,8 @@ def run_block(
         raise ValueError("the first configuration must be target-only (it is the reference)")
     if timing_rounds < 1:
         raise ValueError(f"timing_rounds must be >= 1, got {timing_rounds}")
-    acc = {c.key: {"wall": 0.0, "timed_tokens": 0, "stats": GenerationStats(), "outputs": []} for c in configs}
+    acc = {c.key: {"wall": 0.0, "timed_tokens": 0, "stats": GenerationStats(), "outputs": [], "cycles": [],
+                   "accepted": []} for c in configs}
     groups = [list(range(i, min(i + batch, len(prompts)))) for i in range(0, len(prompts), batch)]
     bar = tqdm(total=timing_rounds * len(groups) * len(configs), desc=f"{scorer.name} batch {batch}",
                file=sys.stderr, disable=not progress)
@@ -312,6 +313,9 @@ def run_block(
             if round_index == 0:
                 a["stats"].add(eng.last_batch_stats)
                 a["outputs"] += [(r.text, list(r.token_ids)) for r in res]
+                # per prompt: the bootstrap's m (Hugging Face's generate reports no cycles: 0)
+                a["cycles"] += [r.stats.cycles if hasattr(r, "stats") else 0 for r in res]
+                a["accepted"] += [r.stats.accepted_tokens if hasattr(r, "stats") else 0 for r in res]
             bar.update(1)
     bar.close()
 
@@ -365,7 +369,8 @@ def run_block(
             "share_verify": st.time_verify / cyc if cyc else 0.0,
             "share_other": st.time_other / cyc if cyc else 0.0,
             "per_prompt": {"task_score": scores, "fidelity": fid, "semantic": sem, "rouge_l": rouge,
-                           "tokens": [len(ids) for _, ids in a["outputs"]]},
+                           "tokens": [len(ids) for _, ids in a["outputs"]], "cycles": a["cycles"],
+                           "accepted": a["accepted"]},
         }
         rows.append(row)
     return rows

@@ -15,6 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from selfjudge.bench.pareto import gap_interval, pareto_gap  # noqa: F401 (pareto_gap: the scripts' import)
+
 BLOCKS = "blocks"
 FAMILY_STYLE = {
     "target-only": ("black", "s"),
@@ -74,39 +76,6 @@ def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = 
     return "\n".join(lines)
 
 
-def frontier(points: list[tuple[float, float]]):
-    """Upper Pareto envelope of (m, y) points as a step function: best y reachable at accepted length >= m."""
-    def best(m: float) -> float:
-        ys = [y for pm, y in points if pm >= m]
-        return max(ys) if ys else math.nan
-
-    return best
-
-
-def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", K: int | None = None,
-               steps: int = 200) -> dict[str, float] | None:
-    """Mean and minimum of frontier_a(m) - frontier_b(m) over the accepted lengths both methods reach.
-
-    Each method's points are its thresholds (or k) at one K plus the standard point (a judge that accepts
-    nothing is standard decoding). Positive: method ``a`` keeps more of ``y`` at the same m. None when
-    either method has no point beyond standard.
-    """
-    K = K if K is not None else min((r["K"] for r in rows if r["K"]), default=None)
-    base = [(r["mean_accepted_length"], r[y]) for r in rows if r["family"] == "standard" and r["K"] == K]
-    fam = {f: base + [(r["mean_accepted_length"], r[y]) for r in rows if r["family"] == f and r["K"] == K]
-           for f in (a, b)}
-    if not base or any(len(p) <= len(base) for p in fam.values()):
-        return None
-    lo = max(m for m, _ in base)
-    hi = min(max(m for m, _ in p) for p in fam.values())
-    if not hi > lo:
-        return None
-    fa, fb = frontier(fam[a]), frontier(fam[b])
-    diffs = [fa(m) - fb(m) for m in (lo + (hi - lo) * i / steps for i in range(steps + 1))]
-    return {"mean": sum(diffs) / len(diffs), "min": min(diffs), "max": max(diffs), "m_from": lo, "m_to": hi,
-            "points_a": len(fam[a]) - len(base), "points_b": len(fam[b]) - len(base)}
-
-
 def _has(rows: list[dict[str, Any]], y: str) -> bool:
     return any(isinstance(r.get(y), float) and not math.isnan(r[y]) for r in rows)
 
@@ -138,10 +107,13 @@ def target_table(blocks: list[dict[str, Any]], floor: float = 0.97) -> str:
 
 def pareto_table(blocks: list[dict[str, Any]]) -> str:
     """SelfJudge's Pareto curve against every other method in the block (AutoJudge, top-k and the
-    training-free rules), per block, on fidelity, task score and semantic fidelity."""
+    training-free rules), per block, on fidelity, task score and semantic fidelity: the gap of the
+    time-sharing envelopes (:mod:`selfjudge.bench.pareto`) with its 95 % bootstrap interval over
+    prompts where the block records per-prompt figures."""
     lines = [
-        "| task | batch | K | SelfJudge vs | y | m range | mean gap | min gap | max gap | points (SJ / other) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | batch | K | SelfJudge vs | y | m range | mean gap | 95 % CI (prompts) | min gap | max gap "
+        "| points (SJ / other) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for b in blocks:
         ks = sorted({r["K"] for r in b["rows"] if r["K"]})
@@ -153,9 +125,12 @@ def pareto_table(blocks: list[dict[str, Any]]) -> str:
                     g = pareto_gap(b["rows"], "SelfJudge", other, y=y, K=K)
                     if g is None:
                         continue
+                    ci = gap_interval(b["rows"], "SelfJudge", other, y=y, K=K, n_boot=300)
+                    ci_text = f"[{ci['low']:+.3f}, {ci['high']:+.3f}]" if ci else "–"
                     lines.append(
                         f"| {b['task']} | {b['batch']} | {K} | {other} | {y} | {g['m_from']:.2f}–{g['m_to']:.2f} | "
-                        f"{g['mean']:+.3f} | {g['min']:+.3f} | {g['max']:+.3f} | {g['points_a']} / {g['points_b']} |"
+                        f"{g['mean']:+.3f} | {ci_text} | {g['min']:+.3f} | {g['max']:+.3f} | "
+                        f"{g['points_a']} / {g['points_b']} |"
                     )
     return "\n".join(lines)
 

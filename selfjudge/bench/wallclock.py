@@ -3,7 +3,7 @@
 Policies: target-only, standard SD, top-k (k in {2, 5}), AutoJudge and SelfJudge at
 their named thresholds ("F", "R") plus a threshold sweep for both judges (the
 Pareto curves); tasks GSM8K, HumanEval, GPQA-diamond and open-ended ShareGPT
-prompts (evaluation splits only); K in {4, 8}; batch 1 and 8. Per configuration:
+prompts (the evaluation split; ``--split val`` for choosing thresholds); K in {4, 8}; batch 1 and 8. Per configuration:
 tokens/s, speed-up against target-only and against standard SD at the same K,
 mean accepted length m (accepted drafts + 1 per cycle, the SelfJudge paper's m),
 judge-accepted tokens, the task score and the *fidelity* (agreement with the
@@ -51,7 +51,8 @@ class MatrixSpec:
 
     pair: str = "smollm2-135m"
     tasks: list[str] = field(default_factory=lambda: ["gsm8k", "humaneval", "gpqa", "sharegpt"])
-    limit: int = 8  # evaluation prompts per task
+    limit: int = 8  # prompts per task
+    split: str = "eval"  # "eval" (reported figures) or "val" (choosing thresholds and settings)
     max_new_tokens: int | None = None  # None: DEFAULT_MAX_NEW per task
     ks: list[int] = field(default_factory=lambda: [4, 8])
     batch_sizes: list[int] = field(default_factory=lambda: [1, 8])
@@ -238,7 +239,7 @@ def _reusable(spec: MatrixSpec, task: str, batch: int, verifier_paths: dict) -> 
         return False
     from selfjudge.tasks import load_task
 
-    prompt_ids = [ex.prompt_id for ex in load_task(task).examples("eval", limit=spec.limit)]
+    prompt_ids = [ex.prompt_id for ex in load_task(task).examples(spec.split, limit=spec.limit)]
     stale = stale_settings(json.loads(path.read_text()), block_settings(spec, task, verifier_paths, prompt_ids))
     if stale:
         raise ValueError(f"out: {path} was measured with {'; '.join(stale)}: rerun with --force to redo it, "
@@ -304,7 +305,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         protected = digit_token_ids(tok)
     for task_name, b, configs, judges, paths in todo:
         task = load_task(task_name)
-        examples = task.examples("eval", limit=spec.limit)
+        examples = task.examples(spec.split, limit=spec.limit)
         prompts = [task.build_prompt(tok, ex) for ex in examples]
         max_new = spec.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
         engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected,
@@ -315,7 +316,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
         rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new,
                          timing_rounds=spec.timing_rounds)
         block = {
-            "task": task_name, "batch": b, "split": "eval", "command": command,
+            "task": task_name, "batch": b, "split": spec.split, "command": command,
             **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),
             "protected_token_ids": protected,
             "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,

@@ -20,7 +20,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
     ap.add_argument("--pair", default="smollm2-135m")
     ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"])
-    ap.add_argument("--limit", type=positive_int, default=8, help="evaluation prompts per task")
+    ap.add_argument("--limit", type=positive_int, default=8, help="prompts per task")
+    ap.add_argument("--split", default="eval", choices=["eval", "val"],
+                    help="prompts: eval (what is reported) or val (what thresholds and settings are chosen on)")
     ap.add_argument("--max-new-tokens", type=positive_int, default=None,
                     help=f"new-token cap for every task (default per task: {DEFAULT_MAX_NEW})")
     ap.add_argument("--ks", type=int, nargs="+", default=[4, 8])
@@ -61,7 +63,7 @@ def spec_from_args(args: argparse.Namespace):
     from selfjudge.bench.wallclock import MatrixSpec
 
     fields = {k: getattr(args, k) for k in (
-        "pair", "tasks", "limit", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
+        "pair", "tasks", "limit", "split", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "lookup_store", "hf_baselines",
         "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
     fields["drafter"] = drafter_name(args.drafter, args.pair)

@@ -72,6 +72,11 @@ def test_matrix_configs_and_block_rows(tiny):
     for r in rows:
         assert r["tokens"] == sum(r["per_prompt"]["tokens"]) and 0 < r["tokens"] <= 6 * len(prompts)
         assert len(r["per_prompt"]["fidelity"]) == len(prompts)
+        pp = r["per_prompt"]
+        if r["K"]:  # the per-prompt cycles and accepted drafts give back the block's m (the bootstrap's input)
+            assert len(pp["cycles"]) == len(prompts) and sum(pp["cycles"]) > 0
+            m = (sum(pp["accepted"]) + sum(pp["cycles"])) / sum(pp["cycles"])
+            assert math.isclose(m, r["mean_accepted_length"])
 
 
 def test_report_writes_tables_and_plots(tmp_path, tiny):
@@ -138,12 +143,12 @@ def test_pareto_gap_measures_the_envelopes_over_the_common_range():
         _row("AutoJudge", 4, 3.0, 0.4), _row("AutoJudge", 4, 4.0, 0.0),
         _row("top-k", 8, 2.0, 1.0),  # another K: ignored
     ]
-    g = rep.pareto_gap(rows, "SelfJudge", "AutoJudge", K=4, steps=1000)
+    g = rep.pareto_gap(rows, "SelfJudge", "AutoJudge", K=4, steps=1000, envelope="step")
     assert (g["m_from"], g["m_to"]) == (1.5, 3.0) and (g["points_a"], g["points_b"]) == (2, 2)
     # at m in (1.5, 2]: 0.8 - 0.4; in (2, 3]: 0.6 - 0.4; at m = 1.5 both reach the standard point: 0
     assert math.isclose(g["mean"], (0.4 * 0.5 + 0.2 * 1.0) / 1.5, abs_tol=2e-3)
     assert math.isclose(g["max"], 0.4) and math.isclose(g["min"], 0.0)
-    flipped = rep.pareto_gap(rows, "AutoJudge", "SelfJudge", K=4, steps=1000)
+    flipped = rep.pareto_gap(rows, "AutoJudge", "SelfJudge", K=4, steps=1000, envelope="step")
     assert math.isclose(flipped["mean"], -g["mean"], abs_tol=1e-9)
     assert rep.pareto_gap(rows, "SelfJudge", "top-k", K=4) is None  # top-k has no point at K = 4
 

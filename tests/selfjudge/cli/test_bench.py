@@ -20,9 +20,11 @@ def test_quick_sets_a_small_matrix_and_its_own_folder():
     full = bench_cli.parse_args([])
     assert full.ks == [4, 8] and full.batch_sizes == [1, 8] and full.sweep_ks == [4] and full.sweep_batches == [8]
     assert {"gsm8k", "humaneval", "gpqa", "sharegpt"} == set(full.tasks)
+    assert full.split == "eval" and bench_cli.parse_args(["--split", "val"]).split == "val"
 
 
-@pytest.mark.parametrize("bad", [["--limit", "0"], ["--ks", "0"], ["--batch-sizes", "0"], ["--judges", "Nope"]])
+@pytest.mark.parametrize("bad", [["--limit", "0"], ["--ks", "0"], ["--batch-sizes", "0"], ["--judges", "Nope"],
+                                 ["--split", "train"]])
 def test_bad_arguments_are_refused(bad):
     with pytest.raises(SystemExit) as e:
         bench_cli.parse_args(bad)
