@@ -54,8 +54,8 @@ def make_configs(
     Hugging Face refuses assisted generation at batch > 1), and with ``hf_prompt_lookup`` also
     Hugging Face's own prompt lookup (``prompt_lookup_num_tokens=K``) per K, the lossless
     peer of the engine's prompt-lookup drafter. ``rules``: training-free lossy
-    rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate"), each at its
-    sweep of settings for K in ``sweep_ks``."""
+    rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate", and the
+    headroom measure "oracle"), each at its sweep of settings for K in ``sweep_ks``."""
     unknown = [r for r in rules if r not in RULE_SWEEPS]
     if unknown:
         raise ValueError(f"rules must be among {sorted(RULE_SWEEPS)}, got {unknown}")
@@ -88,10 +88,14 @@ def make_configs(
             for params in sweep:
                 if policy == "fly" and dict(params)["window"] >= K:
                     continue
-                if policy in _ON_SELFJUDGE and dict(params)["threshold"] not in judges["SelfJudge"].thresholds:
+                if policy == "oracle" and dict(params)["tau"] == "verifier" and \
+                        "tau" not in getattr(judges["SelfJudge"], "metadata", {}):
+                    continue  # a verifier that does not record its labels' tau
+                if policy in _ON_SELFJUDGE and policy != "oracle" and \
+                        dict(params)["threshold"] not in judges["SelfJudge"].thresholds:
                     continue  # the built-in sweep uses the verifier's own named points
                 label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
-                threshold = dict(params).get("threshold") if policy in _ON_SELFJUDGE else None
+                threshold = dict(params).get("threshold") if policy in ("judge+fly", "judge+gate") else None
                 cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))
     return cfgs
 
@@ -109,16 +113,27 @@ RULE_SWEEPS = {
     # the safety gate: SelfJudge may accept only within the target's top-N (JudgePolicy(top_n_gate=N))
     "selfjudge+gate": ("SelfJudge top-N gated", "judge+gate", tuple((("threshold", t), ("top_n", n))
                                                                     for n in (2, 5) for t in ("F", "R", "q0.90"))),
+    # headroom: the SelfJudge label itself, computed at decode time (LabelOraclePolicy), at the tau the
+    # verifier's labels used and at SPEC's 0 ("the rest is still as likely"); greedy only, slow
+    "oracle": ("label oracle", "oracle", ((("tau", "verifier"),), (("tau", 0.0),))),
 }
 #: rule policies built on SelfJudge's verifier (skipped without one; thresholds are its named points)
-_ON_SELFJUDGE = ("judge+fly", "judge+gate")
+_ON_SELFJUDGE = ("judge+fly", "judge+gate", "oracle")
 
 
-def rule_policy(c: Config, verifier=None):
-    """The engine policy of a rule configuration (``verifier``: SelfJudge's, for "judge+fly")."""
+def rule_policy(c: Config, verifier=None, target=None, eos_ids=()):
+    """The engine policy of a rule configuration (``verifier``: SelfJudge's, for the rules built on
+    it; ``target`` and ``eos_ids``: the model the label oracle asks)."""
     from selfjudge.engine.policies import FlyPolicy, JudgePolicy, RelaxedTopNPolicy, TypicalPolicy
 
     p = dict(c.params)
+    if c.policy == "oracle":
+        from selfjudge.engine.oracle import LabelOraclePolicy
+
+        meta = verifier.metadata
+        tau = meta["tau"] if p["tau"] == "verifier" else p["tau"]
+        return LabelOraclePolicy(target, tau, window=int(meta.get("window", 20)), eos_ids=eos_ids,
+                                 score=meta.get("score", "likelihood"))
     if c.policy == "typical":
         return TypicalPolicy(p["epsilon"], p["delta"])
     if c.policy == "relaxed":
@@ -192,7 +207,9 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
     Face's assisted generation always uses the ``draft`` model, its prompt lookup the longest
     n-gram of ``drafter`` when that is prompt lookup (else 3)."""
     from selfjudge.engine import SpeculativeEngine
+    from selfjudge.models.generation import eos_token_ids
 
+    eos_ids = eos_token_ids(target, tokenizer)
     engines = {}
     for c in configs:
         if c.policy == "hf_prompt_lookup":
@@ -206,7 +223,7 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
             (drafter if drafter is not None else draft) if c.policy != "autoregressive" else None,
             tokenizer,
             num_draft_tokens=max(c.K, 1),
-            policy=rule_policy(c, judges.get("SelfJudge")) if c.params else c.policy,
+            policy=rule_policy(c, judges.get("SelfJudge"), target, eos_ids) if c.params else c.policy,
             verifier=judges.get(c.family),
             threshold=c.threshold,
             top_k=c.top_k or 2,

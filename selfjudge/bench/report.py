@@ -28,9 +28,12 @@ FAMILY_STYLE = {
     "relaxed top-N": ("tab:brown", "X"),
     "FLy": ("tab:pink", "*"),
     "SelfJudge+FLy": ("tab:olive", "d"),
+    "SelfJudge top-N gated": ("tab:cyan", "h"),
+    "label oracle": ("tab:gray", "8"),
 }
 #: the methods SelfJudge is compared with, when a block has them
-RIVALS = ("AutoJudge", "top-k", "typical", "relaxed top-N", "FLy", "SelfJudge+FLy")
+RIVALS = ("AutoJudge", "top-k", "typical", "relaxed top-N", "FLy", "SelfJudge+FLy", "SelfJudge top-N gated",
+          "label oracle")
 _Y_NAMES = {"semantic_fidelity": "semantic similarity to target (MiniLM)"}
 
 

@@ -37,8 +37,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--selfjudge-verifier", default=None, help="verifier file (default: shipped, per task)")
     ap.add_argument("--autojudge-verifier", default=None, help="verifier file (default: shipped GSM8K one)")
     ap.add_argument("--rules", nargs="*", default=[],
-                    choices=["typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate"],
-                    help="training-free lossy rules to sweep beside the judges (at --sweep-ks and --sweep-batches)")
+                    choices=["typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate", "oracle"],
+                    help="training-free lossy rules to sweep beside the judges (at --sweep-ks and --sweep-batches); "
+                         "oracle: the SelfJudge label computed at decode time (headroom; greedy, slow)")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",

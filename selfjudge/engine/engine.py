@@ -281,6 +281,7 @@ class SpeculativeEngine:
             ids[b, P - len(p):] = torch.tensor(p, dtype=torch.long)
             valid[b, P - len(p):] = True
         batch = Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
+        batch.prompts = prompts
         needs_hidden = self._drafter_needs_hidden
         out = batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1], output_hidden_states=needs_hidden)
         draft_forwards = 0
@@ -358,9 +359,12 @@ class SpeculativeEngine:
         if min(cycle.num_draft) < k:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
         judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
+        extra = {"temperature": run.temperature} if self._policy_takes_temperature else {}
+        if getattr(self.policy, "needs_context", False):  # a measuring policy reads each row's tokens
+            extra.update(context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows],
+                         num_draft=list(cycle.num_draft))
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
-                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden,
-                                              **({"temperature": run.temperature} if self._policy_takes_temperature else {})))
+                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]

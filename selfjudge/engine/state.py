@@ -27,6 +27,7 @@ class Batch:
 
     def __init__(self, num_requests: int, target_cache: RaggedCache, target_next: torch.Tensor, timer):
         self.rows = list(range(num_requests))  # batch row -> request index
+        self.prompts: list[list[int]] = [[] for _ in range(num_requests)]  # token ids of each request's prompt
         self.outputs: list[list[int]] = [[] for _ in range(num_requests)]
         self.sources: list[list[str]] = [[] for _ in range(num_requests)]  # token_sources of each request
         self.stats = [GenerationStats() for _ in range(num_requests)]

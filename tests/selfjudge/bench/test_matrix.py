@@ -203,6 +203,31 @@ def test_rule_configs_and_engines(tiny):
     assert not [c for c in wm.make_configs([3], [], judges, [], [], [], rules=["typical"]) if c.params]  # K not swept
 
 
+def test_label_oracle_configs_use_the_verifiers_tau(tiny):
+    """The oracle rule: at the tau the verifier's labels used (when recorded) and at 0; its engine asks
+    the target (a headroom measure: it runs and accepts at least what standard accepts, greedy)."""
+    from selfjudge.engine.oracle import LabelOraclePolicy
+
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    judges = {"SelfJudge": verifier}
+    verifier.metadata = {**verifier.metadata, "tau": -3.5, "window": 4}
+    cfgs = [c for c in wm.make_configs([3], [], judges, [], [], [3], rules=["oracle"]) if c.family == "label oracle"]
+    assert [dict(c.params)["tau"] for c in cfgs] == ["verifier", 0.0]
+    engines = wm.build_engines(target, draft, tok, cfgs, judges)
+    policies = [engines[c.key].policy for c in cfgs]
+    assert all(isinstance(p, LabelOraclePolicy) for p in policies)
+    assert [p.tau for p in policies] == [-3.5, 0.0] and policies[0].window == 4
+    verifier.metadata = {k: v for k, v in verifier.metadata.items() if k != "tau"}
+    untold = [c for c in wm.make_configs([3], [], judges, [], [], [3], rules=["oracle"]) if c.family == "label oracle"]
+    assert [dict(c.params)["tau"] for c in untold] == [0.0]  # a verifier without its labels' tau: SPEC's 0 only
+    cfgs = wm.make_configs([3], [], judges, [], [], [3], rules=["oracle"])
+    rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
+                        wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 2, 6,
+                        progress=False)
+    by = {r["name"]: r for r in rows}
+    assert by["label oracle(0)"]["mean_accepted_length"] >= by["standard"]["mean_accepted_length"]
+
+
 def test_hf_prompt_lookup_baseline_is_lossless_and_batch_one_only(tiny):
     """With the prompt-lookup drafter the matrix adds Hugging Face's own prompt lookup per K, the
     engine's lossless peer: it writes the target's greedy output."""
