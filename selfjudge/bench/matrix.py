@@ -100,14 +100,18 @@ def make_configs(
     return cfgs
 
 
-#: rule -> (family, engine policy, settings swept): strict to loose
+#: rule -> (family, engine policy, settings swept): strict to loose, 8 settings per rule (SelfJudge's
+#: named thresholds plus the default quantile sweep are 10): a comparison gives each method a like budget
 RULE_SWEEPS = {
     "typical": ("typical", "typical", tuple((("epsilon", e), ("delta", d)) for e, d in
-                                           ((0.3, 0.9), (0.09, 0.3), (0.05, 0.15), (0.02, 0.06), (0.005, 0.015)))),
+                                           ((0.3, 0.9), (0.15, 0.5), (0.09, 0.3), (0.05, 0.15), (0.03, 0.09),
+                                            (0.02, 0.06), (0.01, 0.03), (0.005, 0.015)))),
     "relaxed": ("relaxed top-N", "relaxed", tuple((("top_n", n), ("delta", d)) for n, d in
-                                                 ((2, 0.05), (3, 0.1), (5, 0.2), (5, 0.4), (10, 0.8)))),
+                                                 ((2, 0.05), (2, 0.1), (3, 0.1), (3, 0.2), (5, 0.2), (5, 0.4),
+                                                  (10, 0.6), (10, 0.8)))),
     "fly": ("FLy", "fly", tuple((("window", w), ("entropy_threshold", t)) for w, t in
-                                ((2, 0.6), (2, 0.3), (1, 0.3), (1, 0.1), (1, 0.0)))),
+                                ((3, 0.6), (2, 0.9), (2, 0.6), (2, 0.3), (2, 0.1), (1, 0.6), (1, 0.3), (1, 0.1),
+                                 (1, 0.0)))),
     "selfjudge+fly": ("SelfJudge+FLy", "judge+fly", tuple((("threshold", t), ("window", 2), ("entropy_threshold", 0.3))
                                                          for t in ("F", "R"))),
     # the safety gate: SelfJudge may accept only within the target's top-N (JudgePolicy(top_n_gate=N))
