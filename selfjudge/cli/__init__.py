@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "selfjudge.cli.train_eagle",
     "selfjudge.cli.bench",
     "selfjudge.cli.report",
+    "selfjudge.cli.calibrate",
 )
 
 

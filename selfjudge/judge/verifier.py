@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from .budget import judge_threshold_at_budget, parse_budget
+
 FORMAT = "selfjudge-verifier/2"
 FORMATS = ("selfjudge-verifier/1", FORMAT)  # readable
 _META_KEY = "selfjudge_verifier"
@@ -74,7 +76,9 @@ class Verifier:
         return int(self.weight.shape[0])
 
     def threshold(self, name_or_value: str | float | int) -> float:
-        """Operating threshold in logit space, by name (``"F"``, ``"R"``, ``"q0.30"``) or value.
+        """Operating threshold in logit space, by name (``"F"``, ``"R"``, ``"q0.30"``), by quality
+        budget (``"quality:0.97"``: the loosest point of the verifier's validation curve that keeps
+        semantic fidelity >= 0.97, :mod:`selfjudge.judge.budget`; +inf when none does) or value.
 
         A number (or a string that parses as one and is not a stored name) is
         returned as is, so callers may pass either.
@@ -86,6 +90,9 @@ class Verifier:
         if isinstance(name_or_value, str):
             if name_or_value in self.thresholds:
                 return self.thresholds[name_or_value]
+            budget = parse_budget(name_or_value)
+            if budget is not None:
+                return judge_threshold_at_budget(self.metadata, budget)
             try:
                 return float(name_or_value)
             except ValueError:

@@ -1,0 +1,65 @@
+"""``selfjudge calibrate``: validation curves of a bench block stored in the verifier it measured."""
+
+import json
+
+import pytest
+import torch
+
+from selfjudge.bench.wallclock import file_digest
+from selfjudge.cli import main
+from selfjudge.judge.verifier import Verifier, load_verifier, save_verifier
+
+
+def _row(name, family, m, sem, K=3, threshold=None, params=(), top_k=None):
+    return {"name": name, "family": family, "K": K, "mean_accepted_length": m, "semantic_fidelity": sem,
+            "rouge_l_vs_target": sem, "speedup_vs_standard": 1.0, "threshold": threshold, "params": params,
+            "top_k": top_k}
+
+
+def _bench(tmp_path, verifier_path, split="val", digest=None):
+    rows = [_row("target-only", "target-only", 1.0, 1.0, K=0), _row("standard", "standard", 1.3, 1.0),
+            _row("SelfJudge-R", "SelfJudge", 1.4, 0.98, threshold="R"),
+            _row("SelfJudge-F", "SelfJudge", 1.6, 0.95, threshold="F"),
+            _row("relaxed top-N(2,0.05)", "relaxed top-N", 1.35, 0.99, params=[["top_n", 2], ["delta", 0.05]]),
+            _row("top-2", "top-k", 1.7, 0.9, top_k=2)]
+    block = {"task": "summarize", "batch": 8, "split": split, "command": "selfjudge bench --split val",
+             "prompt_ids": ["summarize/1", "summarize/2"], "drafter": "prompt-lookup",
+             "verifier_sha256": {"SelfJudge": digest or file_digest(verifier_path)}, "rows": rows}
+    folder = tmp_path / f"bench-{split}"
+    (folder / "blocks").mkdir(parents=True)
+    (folder / "blocks" / "summarize_b8.json").write_text(json.dumps(block))
+    return folder
+
+
+@pytest.fixture
+def verifier_path(tmp_path):
+    path = tmp_path / "v.safetensors"
+    save_verifier(Verifier(weight=torch.ones(4), bias=0.0, thresholds={"F": 0.5, "R": 1.5},
+                           metadata={"hidden_size": 4}), path)
+    return path
+
+
+def test_calibrate_stores_curves_that_quality_thresholds_read(tmp_path, verifier_path, capsys):
+    out = tmp_path / "v2.safetensors"
+    assert main(["calibrate", "--bench", str(_bench(tmp_path, verifier_path)), "--verifier", str(verifier_path),
+                 "--out", str(out)]) == 0
+    assert "SelfJudge 2" in capsys.readouterr().out
+    v = load_verifier(out)
+    record = v.metadata["validation"]
+    assert record["split"] == "val" and record["K"] == 3 and record["standard"]["m"] == 1.3
+    assert [p["threshold"] for p in record["curves"]["SelfJudge"]] == ["R", "F"]  # by m
+    assert record["curves"]["relaxed top-N"][0]["params"] == {"top_n": 2, "delta": 0.05}
+    assert record["curves"]["top-k"][0]["params"] == {"k": 2}
+    assert v.threshold("quality:0.97") == 1.5 and v.threshold("quality:0.95") == 0.5
+    assert "calibrate" in record["calibrate_command"]
+
+
+def test_calibrate_refuses_eval_blocks_and_another_verifier(tmp_path, verifier_path, capsys):
+    out = tmp_path / "v2.safetensors"
+    assert main(["calibrate", "--bench", str(_bench(tmp_path, verifier_path, split="eval")), "--verifier",
+                 str(verifier_path), "--out", str(out)]) == 2
+    assert "validation prompts" in capsys.readouterr().err
+    assert main(["calibrate", "--bench", str(_bench(tmp_path, verifier_path, digest="0" * 16)), "--verifier",
+                 str(verifier_path), "--out", str(out)]) == 2
+    assert "is not the SelfJudge verifier" in capsys.readouterr().err
+    assert not out.exists()
