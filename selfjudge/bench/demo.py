@@ -1,17 +1,21 @@
 """The main job on the built-in default pair (``selfjudge demo``), in a few minutes on a CPU.
 
-Prepares SmolLM2-135M-Instruct and its shipped draft (first run only), loads the
-shipped SelfJudge verifier, decodes a handful of GSM8K evaluation prompts with
-target-only decoding, standard speculative decoding and SelfJudge (policies
-interleaved prompt by prompt, so the ratios survive a noisy machine), and
-returns every figure: a row per policy, the completions with the source of
-each token, and one sample completion split into pieces (the judge-only ones
-flagged) for the command line to mark. :func:`plot_demo` draws the PNG.
+Prepares SmolLM2-135M-Instruct and its default drafter (first run only), loads the shipped
+SelfJudge verifier of an open-ended task the pair can do (summarisation by default: no answer
+checker could label it), decodes a handful of its evaluation prompts with target-only decoding,
+standard speculative decoding, SelfJudge at a quality budget (the loosest threshold whose
+validation curve keeps semantic fidelity >= 0.97) and the best training-free rule within the
+same budget (policies interleaved prompt by prompt, so the ratios survive a noisy machine), and
+returns every figure: a row per policy (speed, m, judge-only tokens, semantic similarity and
+ROUGE-L to the target's own output), the completions with the source of each token, and one
+sample completion split into pieces (the judge-only ones flagged) for the command line to
+mark. :func:`plot_demo` draws the PNG.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import platform
 import time
 from pathlib import Path
@@ -19,26 +23,49 @@ from pathlib import Path
 _log = logging.getLogger(__name__)
 
 
-def _engines(pair: str, k: int, threshold, verifier_path: str | None, target, draft, tokenizer,
-             drafter: str = "model"):
-    """The three engines of the demo (``draft``: a draft model or a drafter; ``drafter``: its kind,
-    which picks the shipped verifier trained on that drafter's mismatches)."""
-    from selfjudge.engine import SpeculativeEngine
+def _verifier(pair: str, task: str, verifier_path: str | None, drafter: str, hidden_size: int):
     from selfjudge.judge import load_verifier
     from selfjudge.judge.verifier import shipped_verifier_for
 
-    path = verifier_path or shipped_verifier_for("selfjudge", pair, ("gsm8k",), drafter)
+    path = verifier_path or shipped_verifier_for("selfjudge", pair, (task,), drafter)
     if path is None:
         raise ValueError(f"pair: no shipped SelfJudge verifier for {pair!r}; pass verifier_path")
-    verifier = load_verifier(path, expect_model=pair, expect_hidden_size=target.config.hidden_size)
+    return load_verifier(path, expect_model=pair, expect_hidden_size=hidden_size), path
+
+
+def best_rule_at_budget(metadata: dict, budget: float, K: int):
+    """The training-free rule whose validation curve reaches the largest m within ``budget``:
+    ``(config name, engine policy)``, or None when no rule's curve stays within it."""
+    from selfjudge.bench.matrix import RULE_SWEEPS, Config, rule_policy
+    from selfjudge.judge.budget import point_within_budget
+
+    best = None
+    for family, points in ((metadata.get("validation") or {}).get("curves") or {}).items():
+        policy = next((pol for fam, pol, _ in RULE_SWEEPS.values() if fam == family and pol in
+                       ("typical", "relaxed", "fly")), None)
+        point = point_within_budget(points, budget) if policy else None
+        if point is not None and (best is None or point["m"] > best[1]["m"]):
+            best = (Config(point["name"], family, policy, K, params=tuple(point["params"].items())), point)
+    return None if best is None else (best[0].name, rule_policy(best[0]))
+
+
+def _engines(k: int, threshold, verifier, budget: float, target, draft, tokenizer):
+    """The demo's engines: target-only, standard SD, SelfJudge at ``threshold`` and, when the verifier's
+    validation curves name one, the best training-free rule within the same quality budget."""
+    from selfjudge.engine import SpeculativeEngine
+
     common = dict(num_draft_tokens=k)
-    return {
+    engines = {
         "target-only": SpeculativeEngine(target, None, tokenizer, policy="autoregressive", **common),
         "standard SD": SpeculativeEngine(target, draft, tokenizer, policy="standard", **common),
         f"SelfJudge-{threshold}": SpeculativeEngine(
             target, draft, tokenizer, policy="judge", verifier=verifier, threshold=threshold, **common
         ),
-    }, path
+    }
+    rule = best_rule_at_budget(verifier.metadata, budget, k)
+    if rule is not None:
+        engines[rule[0]] = SpeculativeEngine(target, draft, tokenizer, policy=rule[1], **common)
+    return engines
 
 
 def sample_pieces(tokenizer, result) -> list[tuple[str, bool]]:
@@ -58,7 +85,7 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     names = [r["policy"] for r in rows]
-    colors = ["grey", "tab:blue", "tab:green"][: len(rows)]
+    colors = ["grey", "tab:blue", "tab:green", "tab:brown"][: len(rows)]
     a.bar(names, [r["tokens_per_s"] for r in rows], color=colors)
     a.set_ylabel("tokens/s")
     a.set_title("throughput (batch 1, CPU)")
@@ -72,73 +99,47 @@ def plot_demo(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: int = 128, k: int = 4,
-             threshold: str | float = "R", verifier_path: str | None = None, drafter: str | None = None,
-             eagle_dir: str | None = None, device: str = "auto", dtype: str = "auto") -> dict:
+def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: int = 6, max_new_tokens: int = 96,
+             k: int = 4, budget: float = 0.97, threshold: str | float | None = None, verifier_path: str | None = None,
+             drafter: str | None = None, eagle_dir: str | None = None, device: str = "auto",
+             dtype: str = "auto") -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
-    pieces of the completion with the most judge-only tokens). ``device`` / ``dtype``: see
-    :func:`selfjudge.models.load_pair`."""
+    pieces of the completion with the most judge-only tokens). SelfJudge runs at ``threshold``,
+    by default ``"quality:<budget>"`` (the loosest threshold its validation curve keeps at semantic
+    fidelity >= ``budget``), beside the best training-free rule within the same budget.
+    ``device`` / ``dtype``: see :func:`selfjudge.models.load_pair`."""
     import torch
 
-    from selfjudge.engine import aggregate_stats
+    from selfjudge.bench.matrix import TaskScorer
     from selfjudge.models import load_pair
+    from selfjudge.models.pair import default_drafter
     from selfjudge.tasks import load_task
 
     if prompts < 1:
         raise ValueError(f"prompts must be >= 1, got {prompts}")
+    if not 0 < budget <= 1:
+        raise ValueError(f"budget must lie in (0, 1], got {budget}")
     t_start = time.time()
-    from selfjudge.models.pair import default_drafter
-
     drafter = drafter or default_drafter(pair)
+    threshold = threshold if threshold is not None else f"quality:{budget:g}"
     # the pair's draft slot holds what drafts (no draft model is assembled for prompt lookup or a head)
     target, draft, tokenizer = load_pair(pair, eagle_dir if drafter == "eagle" else None, device=device, dtype=dtype,
                                          drafter=drafter)
-    engines, verifier_used = _engines(pair, k, threshold, verifier_path, target, draft, tokenizer, drafter)
-    task = load_task("gsm8k")
-    examples = task.examples("eval", limit=prompts)
-    texts = [task.build_prompt(tokenizer, ex) for ex in examples]
-
-    # untimed warm-up: first calls pay one-off allocation and dispatch costs that belong to no policy
-    for engine in engines.values():
-        engine.generate([texts[0]], max_new_tokens=min(8, max_new_tokens))
-
-    results = {name: [] for name in engines}
-    for i, text in enumerate(texts):  # interleaved: every policy on prompt i, then prompt i+1
-        for name, engine in engines.items():
-            r = engine.generate([text], max_new_tokens=max_new_tokens)[0]
-            results[name].append(r)
-            _log.info(f"[{i + 1}/{len(texts)}] {name:<14} {r.stats.new_tokens:4d} tokens "
-                      f"{r.stats.wall_time:6.2f} s  m={r.stats.mean_accepted_length:.2f}")
-
-    reference = [r.text for r in results["target-only"]]
-    rows = []
-    for name, res in results.items():
-        agg = aggregate_stats([r.stats for r in res])
-        tokens = sum(r.stats.new_tokens for r in res)
-        wall = sum(r.stats.wall_time for r in res)
-        rows.append({
-            "policy": name,
-            "new_tokens": tokens,
-            "wall_s": wall,
-            "tokens_per_s": tokens / wall if wall else 0.0,
-            "mean_accepted_length": agg.mean_accepted_length,
-            "judge_accepted_tokens": agg.judge_accepted,
-            "accuracy": sum(task.score(r.text, ex) for r, ex in zip(res, examples)) / len(examples),
-            "agreement_with_target": sum(
-                task.same_answer(r.text, ref, ex) for r, ref, ex in zip(res, reference, examples)
-            ) / len(examples),
-        })
-    base = rows[0]["tokens_per_s"]
-    for row in rows:
-        row["speedup_vs_target_only"] = row["tokens_per_s"] / base if base else 0.0
-
-    judge_name = list(engines)[-1]
+    verifier, verifier_used = _verifier(pair, task, verifier_path, drafter, target.config.hidden_size)
+    engines = _engines(k, threshold, verifier, budget, target, draft, tokenizer)
+    the_task = load_task(task)
+    examples = the_task.examples("eval", limit=prompts)
+    texts = [the_task.build_prompt(tokenizer, ex) for ex in examples]
+    results = _decode_interleaved(engines, texts, max_new_tokens)
+    rows = _rows(results, TaskScorer(the_task, target, tokenizer))
+    judge_name = f"SelfJudge-{threshold}"
     best = max(range(len(examples)), key=lambda j: results[judge_name][j].stats.judge_accepted)
     sample = results[judge_name][best]
     return {
-        "pair": pair, "drafter": drafter, "eagle": eagle_dir, "k": k, "max_new_tokens": max_new_tokens,
-        "verifier": verifier_used,
-        "threshold": threshold, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
+        "pair": pair, "task": task, "drafter": drafter, "eagle": eagle_dir, "k": k, "max_new_tokens": max_new_tokens,
+        "verifier": verifier_used, "threshold": threshold,
+        "judge_threshold_logit": _finite_or_none(verifier.threshold(threshold)),
+        "budget": budget, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
         "completions": {n: [r.text for r in res] for n, res in results.items()},
         "token_ids": {n: [r.token_ids for r in res] for n, res in results.items()},
         "token_sources": {n: [r.token_sources for r in res] for n, res in results.items()},
@@ -148,3 +149,47 @@ def run_demo(pair: str = "smollm2-135m", *, prompts: int = 4, max_new_tokens: in
                         "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine()},
         "total_s": time.time() - t_start,
     }
+
+
+def _finite_or_none(x: float) -> float | None:
+    """JSON has no infinity: a threshold no logit passes (nothing within the budget) is written as null."""
+    return x if math.isfinite(x) else None
+
+
+def _decode_interleaved(engines: dict, texts: list[str], max_new_tokens: int) -> dict[str, list]:
+    """Every engine on prompt i, then every engine on prompt i+1 (a noisy machine favours no
+    policy), after one untimed warm-up call each."""
+    for engine in engines.values():
+        engine.generate([texts[0]], max_new_tokens=min(8, max_new_tokens))
+    results = {name: [] for name in engines}
+    for i, text in enumerate(texts):
+        for name, engine in engines.items():
+            r = engine.generate([text], max_new_tokens=max_new_tokens)[0]
+            results[name].append(r)
+            _log.info(f"[{i + 1}/{len(texts)}] {name:<14} {r.stats.new_tokens:4d} tokens "
+                      f"{r.stats.wall_time:6.2f} s  m={r.stats.mean_accepted_length:.2f}")
+    return results
+
+
+def _rows(results: dict[str, list], scorer) -> list[dict]:
+    """One row per policy: speed, m, judge-only tokens and closeness to the target-only outputs."""
+    from selfjudge.engine import aggregate_stats
+
+    reference = [r.text for r in results["target-only"]]
+    rows = []
+    for name, res in results.items():
+        agg = aggregate_stats([r.stats for r in res])
+        tokens = sum(r.stats.new_tokens for r in res)
+        wall = sum(r.stats.wall_time for r in res)
+        semantic = scorer.semantic([r.text for r in res], reference)
+        rows.append({
+            "policy": name, "new_tokens": tokens, "wall_s": wall, "tokens_per_s": tokens / wall if wall else 0.0,
+            "mean_accepted_length": agg.mean_accepted_length, "judge_accepted_tokens": agg.judge_accepted,
+            "semantic_fidelity": sum(semantic) / len(semantic),
+            "rouge_l_vs_target": sum(scorer.rouge(r.text, ref) for r, ref in zip(res, reference)) / len(res),
+            "per_prompt_semantic": semantic,
+        })
+    base = rows[0]["tokens_per_s"]
+    for row in rows:
+        row["speedup_vs_target_only"] = row["tokens_per_s"] / base if base else 0.0
+    return rows

@@ -67,7 +67,7 @@ def _cross(o, a, b) -> float:
 
 def method_points(rows: list[dict[str, Any]], family: str, y: str, K: int) -> list[tuple[float, float]]:
     """(m, y) of a family's configurations at one K."""
-    return [(r["mean_accepted_length"], r[y]) for r in rows if r["family"] == family and r["K"] == K]
+    return [(r["mean_accepted_length"], r.get(y)) for r in rows if r["family"] == family and r["K"] == K]
 
 
 def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", K: int | None = None,
@@ -82,7 +82,9 @@ def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", 
     fam = {f: base + method_points(rows, f, y, K) for f in (a, b)}
     if not base or any(len(p) <= len(base) for p in fam.values()):
         return None
-    if any(math.isnan(v) for p in fam.values() for pt in p for v in pt):
+    if any(v is None for p in fam.values() for pt in p for v in pt):
+        return None
+    if any(v is None or math.isnan(v) for p in fam.values() for pt in p for v in pt):
         return None
     lo = max(m for m, _ in base)
     hi = min(max(m for m, _ in p) for p in fam.values())
@@ -117,7 +119,7 @@ def has_prompt_figures(rows: list[dict[str, Any]], y: str) -> bool:
     """Whether every row records per-prompt cycles, accepted drafts and ``y``."""
     key = _PROMPT_Y.get(y)
     return bool(rows) and key is not None and all(
-        {"cycles", "accepted", key} <= set(r.get("per_prompt", {})) and r["per_prompt"][key] for r in rows)
+        {"cycles", "accepted", key} <= set(r.get("per_prompt") or {}) and r["per_prompt"][key] for r in rows)
 
 
 def gap_interval(rows: list[dict[str, Any]], a: str, b: str, y: str = "semantic_fidelity", K: int | None = None,

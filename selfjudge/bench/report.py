@@ -15,7 +15,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from selfjudge.bench.block_schema import check_block
 from selfjudge.bench.pareto import gap_interval, pareto_gap  # noqa: F401 (pareto_gap: the scripts' import)
+from selfjudge.json_io import read_json
 
 BLOCKS = "blocks"
 FAMILY_STYLE = {
@@ -39,7 +41,7 @@ _Y_NAMES = {"semantic_fidelity": "semantic similarity to target (MiniLM)"}
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
     """Every finished block of a results folder, in task/batch order."""
-    blocks = [json.loads(p.read_text()) for p in sorted((folder / BLOCKS).glob("*.json"))]
+    blocks = [check_block(read_json(p), p) for p in sorted((folder / BLOCKS).glob("*.json"))]
     return sorted(blocks, key=lambda b: (b["task"], b["batch"]))
 
 
@@ -156,8 +158,8 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
             continue
         r0 = rows[0]
         lines += [
-            f"## {b['task']}, batch {b['batch']} ({r0['prompts']} prompts, ≤ {b['max_new_tokens']} new tokens, "
-            f"{b['environment']['torch_threads']} thread(s))",
+            f"## {b['task']}, batch {b['batch']} ({r0['prompts']} prompts, ≤ {b.get('max_new_tokens', '?')} new "
+            f"tokens, {(b.get('environment') or {}).get('torch_threads', '?')} thread(s))",
             "",
             f"fidelity = {r0['fidelity_name']}; task score = {r0['task_score_name']}",
             "",

@@ -1,24 +1,32 @@
-"""``selfjudge demo``: target-only, standard SD and SelfJudge on GSM8K prompts, one table."""
+"""``selfjudge demo``: target-only, standard SD, SelfJudge at a quality budget and the best training-free
+rule within it, on an open-ended task's prompts, one table."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from selfjudge.cli.common import add_device_arguments, add_command, add_drafter_arguments, drafter_name, parse_threshold, positive_int
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name,
+                                  finite_float, parse_threshold, positive_int)
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 
 
 def register(subparsers) -> None:
-    p = add_command(subparsers, "demo", "compare target-only, standard SD and SelfJudge on GSM8K prompts")
+    p = add_command(subparsers, "demo", "compare target-only, standard SD, SelfJudge and the best training-free "
+                                        "rule at one quality budget on summarisation prompts")
     p.add_argument("--pair", default="smollm2-135m")
-    p.add_argument("--prompts", type=positive_int, default=4, help="GSM8K evaluation prompts")
-    p.add_argument("--max-new-tokens", type=positive_int, default=128)
+    p.add_argument("--task", default="summarize", choices=["summarize", "sharegpt"],
+                   help="an open-ended task with a shipped, calibrated verifier")
+    p.add_argument("--prompts", type=positive_int, default=6, help="evaluation prompts of the task")
+    p.add_argument("--max-new-tokens", type=positive_int, default=96)
     p.add_argument("-k", type=positive_int, default=None,
                    help="draft tokens per cycle (default: the K measured best for the default drafter, else 4)")
-    p.add_argument("--threshold", default="R",
-                   help="verifier threshold: name (R = reject 90 %% of harmful swaps, F, ...) or logit value")
+    p.add_argument("--budget", type=finite_float, default=0.97,
+                   help="quality budget: the semantic similarity to the target's own output that SelfJudge's "
+                        "threshold and the rule's setting keep on validation prompts")
+    p.add_argument("--threshold", default=None,
+                   help="verifier threshold instead of the budget's: a name (R, F, quality:0.95, ...) or a logit")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
     p.add_argument("--no-color", action="store_true")
@@ -41,17 +49,23 @@ def run(args) -> int:
     from selfjudge.models.pair import default_num_draft_tokens
 
     k = args.k if args.k is not None else default_num_draft_tokens(args.pair, args.drafter)
-    report = run_demo(args.pair, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=k,
-                      threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
-                      drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device, dtype=args.dtype)
+    report = run_demo(args.pair, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=k,
+                      budget=args.budget, threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
+                      drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device,
+                      dtype=args.dtype)
     report["command"] = args.command_line
     rows = report["rows"]
+    width = max(14, max(len(r["policy"]) for r in rows))
     print()
-    print(f"{'policy':<14} {'tok/s':>7} {'speed-up':>8} {'m':>6} {'judge tok':>9} {'GSM8K acc':>9} {'agree':>6}")
+    print(f"{'policy':<{width}} {'tok/s':>7} {'speed-up':>8} {'m':>6} {'judge tok':>9} {'semantic':>8} {'ROUGE-L':>7}")
     for r in rows:
-        print(f"{r['policy']:<14} {r['tokens_per_s']:7.2f} {r['speedup_vs_target_only']:7.2f}x "
+        print(f"{r['policy']:<{width}} {r['tokens_per_s']:7.2f} {r['speedup_vs_target_only']:7.2f}x "
               f"{r['mean_accepted_length']:6.2f} {r['judge_accepted_tokens']:9d} "
-              f"{r['accuracy']:9.2f} {r['agreement_with_target']:6.2f}")
+              f"{r['semantic_fidelity']:8.3f} {r['rouge_l_vs_target']:7.3f}")
+    logit = report["judge_threshold_logit"]
+    print(f"(semantic and ROUGE-L: closeness to the target-only output; budget {report['budget']:g} on validation "
+          f"prompts; threshold {report['threshold']} = "
+          f"{'logit %.3g' % logit if logit is not None else 'none within the budget: the judge accepts nothing'})")
     sample = report["sample"]
     how = "in [[...]]" if args.no_color else "in green"
     any_marked = any(judge for _, judge in sample["pieces"])

@@ -47,6 +47,29 @@ def point_within_budget(points: list[dict[str, Any]], budget: float) -> dict[str
     return chosen
 
 
+def check_validation_record(record: Any) -> None:
+    """``TypeError`` unless a ``metadata["validation"]`` record has the shape the budget reads:
+    ``{"curves": {family: [{"m": number, "semantic_fidelity": number | None, and "logit": number
+    (SelfJudge) or "params": object (a rule)}, ...]}}``."""
+    curves = record.get("curves") if isinstance(record, dict) else None
+    if not isinstance(curves, dict):
+        raise TypeError("validation must be an object holding curves")
+    for family, points in curves.items():
+        if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
+            raise TypeError(f"validation curve {family!r} must be a list of objects")
+        for p in points:
+            if not _number(p.get("m")) or not (p.get(BUDGET_MEASURE) is None or _number(p[BUDGET_MEASURE])):
+                raise TypeError(f"validation curve {family!r}: m and semantic_fidelity must be numbers")
+            if family == "SelfJudge" and not _number(p.get("logit")):
+                raise TypeError("validation curve 'SelfJudge': every point needs a logit")
+            if family != "SelfJudge" and not isinstance(p.get("params", {}), dict):
+                raise TypeError(f"validation curve {family!r}: params must be an object")
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def validation_curve(metadata: dict[str, Any], family: str) -> list[dict[str, Any]]:
     """A family's validation points from a verifier's metadata (``ValueError`` naming the fix when
     the verifier has none)."""

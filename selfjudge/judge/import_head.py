@@ -33,7 +33,6 @@ recorded in the metadata; AutoJudge reports target-only features nearly as good
 from __future__ import annotations
 
 import io
-import json
 import math
 import pickle
 from pathlib import Path
@@ -41,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from selfjudge.json_io import read_json
 
 from .verifier import Verifier
 
@@ -110,8 +111,22 @@ def restricted_load(data: bytes) -> Any:
         raise ValueError(f"not a readable judge-head pickle ({type(err).__name__}: {err})") from None
 
 
-def _array(value, name: str) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64).reshape(-1)
+MAX_FEATURES = 1 << 20  # far beyond any hidden size: a larger head is a damaged or hostile file
+
+
+def _array(value, name: str, pickled: bool = False) -> np.ndarray:
+    """A finite float64 vector. From a pickle only a numpy array or number is taken: nested lists
+    there can share references and describe exponentially many elements in a few bytes."""
+    if pickled and not isinstance(value, (np.ndarray, np.generic, int, float)):
+        raise ValueError(f"{name} must be a numpy array, got {type(value).__name__}")
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "fiu":
+        raise ValueError(f"{name} must hold numbers, got dtype {value.dtype}")
+    try:
+        arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise ValueError(f"{name} is not an array of numbers ({str(err)[:80]})") from None
+    if arr.size > MAX_FEATURES:
+        raise ValueError(f"{name} holds {arr.size} values, more than any judge head ({MAX_FEATURES})")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} holds non-finite values")
     return arr
@@ -121,13 +136,25 @@ def read_published_head(path: str | Path) -> dict[str, Any]:
     """``{"mean", "scale", "weights", "bias", "thresholds", "format"}`` of a published head file.
 
     ``.pkl``/``.pickle``/``.joblib``: the SelfJudge pickle (restricted unpickling);
-    ``.json``: AutoJudge's exported numbers. ``thresholds`` are on P(important).
+    ``.json``: AutoJudge's exported numbers. ``thresholds`` are on P(important). Whatever is
+    wrong with the file is one ``ValueError`` naming it.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"FILE: no judge head at {path}")
+    try:
+        return _read_head(path)
+    except ValueError as err:
+        raise ValueError(str(err) if str(path) in str(err) else f"FILE {path}: {err}") from None
+    except (TypeError, AttributeError, KeyError, IndexError, RecursionError, OverflowError) as err:
+        raise ValueError(f"FILE {path}: not a usable judge head ({type(err).__name__}: {str(err)[:120]})") from None
+
+
+def _read_head(path: Path) -> dict[str, Any]:
     if path.suffix == ".json":
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = read_json(path)
+        if not isinstance(obj, dict):
+            raise ValueError(f"FILE {path}: an AutoJudge export is a JSON object, got {type(obj).__name__}")
         fmt = "autojudge-export"
         missing = [k for k in ("mean", "scale", "weights", "bias") if k not in obj]
         if missing:
@@ -135,6 +162,7 @@ def read_published_head(path: str | Path) -> dict[str, Any]:
         weights, bias = obj["weights"], obj["bias"]
         mean, scale = obj["mean"], obj["scale"]
         thresholds = obj.get("thresholds") or {}
+        pickled = False
     elif path.suffix in PICKLE_SUFFIXES:
         obj = restricted_load(path.read_bytes())
         fmt = "selfjudge-pickle"
@@ -143,13 +171,17 @@ def read_published_head(path: str | Path) -> dict[str, Any]:
             raise ValueError(f"FILE {path}: expected a dict with a LogisticRegression 'model' and a StandardScaler "
                              "'scaler'")
         model, scaler = obj["model"], obj["scaler"]
-        coef = np.asarray(getattr(model, "coef_", None), dtype=np.float64)
+        pickled = True
+        coef_raw = getattr(model, "coef_", None)
+        if not isinstance(coef_raw, np.ndarray) or coef_raw.dtype.kind not in "fiu":
+            raise ValueError(f"FILE {path}: the LogisticRegression's coef_ is not a numeric array")
+        coef = coef_raw.astype(np.float64)
         if coef.ndim != 2 or coef.shape[0] != 1:
             raise ValueError(f"FILE {path}: expected a binary LogisticRegression (coef_ [1, F]), got {coef.shape}")
         classes = list(np.asarray(getattr(model, "classes_", [0, 1])).tolist())
         if classes != [0, 1]:
             raise ValueError(f"FILE {path}: expected classes [0, 1] (1 = important), got {classes}")
-        weights, bias = coef[0], np.asarray(model.intercept_, dtype=np.float64).reshape(-1)[0]
+        weights, bias = coef[0], _array(getattr(model, "intercept_", None), "intercept_", pickled=True)[0]
         mean = getattr(scaler, "mean_", None)
         scale = getattr(scaler, "scale_", None)
         if mean is None or scale is None:  # with_mean / with_std off
@@ -159,14 +191,20 @@ def read_published_head(path: str | Path) -> dict[str, Any]:
                       if obj.get(k) is not None}
     else:
         raise ValueError(f"FILE {path}: expected a .pkl (SelfJudge) or .json (AutoJudge export) head")
-    weights, mean, scale = _array(weights, "weights"), _array(mean, "mean"), _array(scale, "scale")
+    if not isinstance(thresholds, dict):
+        raise ValueError(f"FILE {path}: thresholds must be a mapping of names to probabilities")
+    weights, mean, scale = (_array(v, n, pickled) for v, n in ((weights, "weights"), (mean, "mean"), (scale, "scale")))
+    bias = _array(bias, "bias", pickled)
+    if bias.size != 1:
+        raise ValueError(f"FILE {path}: bias must be one number, got {bias.size}")
+    bias = bias[0]
     F = weights.shape[0]
     if mean.shape[0] < F or scale.shape[0] < F:
         raise ValueError(f"FILE {path}: the scaler has {mean.shape[0]} features, the head {F}")
     mean, scale = mean[:F], scale[:F]  # as the published loader trims the scaler to the head's features
     if (scale <= 0).any():
         raise ValueError(f"FILE {path}: scale must be > 0")
-    thresholds = {str(k): float(v) for k, v in thresholds.items()}
+    thresholds = {str(k): float(_array(v, f"threshold {k}", pickled)[0]) for k, v in thresholds.items()}
     bad = [k for k, v in thresholds.items() if not 0.0 < v < 1.0]
     if bad:
         raise ValueError(f"FILE {path}: thresholds {bad} are not probabilities in (0, 1)")
@@ -197,7 +235,10 @@ def import_head(path: str | Path, *, model: str, hidden_size: int, feature_offse
     if not model:
         raise ValueError("model: the id of the target the head was trained for is required")
     head = read_published_head(path)
-    weight, bias, thresholds = fold_head(head, hidden_size, feature_offset)
+    try:
+        weight, bias, thresholds = fold_head(head, hidden_size, feature_offset)
+    except ValueError as err:
+        raise ValueError(f"FILE {path}: {err}") from None
     F = head["weights"].shape[0]
     offset = F - hidden_size if feature_offset is None else int(feature_offset)
     meta = {
@@ -211,4 +252,7 @@ def import_head(path: str | Path, *, model: str, hidden_size: int, feature_offse
             "training mean (zero contribution after standardisation)"),
         "command": command,
     }
-    return Verifier(weight=weight, bias=bias, thresholds=thresholds, metadata=meta)
+    try:
+        return Verifier(weight=weight, bias=bias, thresholds=thresholds, metadata=meta)
+    except ValueError as err:  # e.g. a scale so small the folded weight overflows float32
+        raise ValueError(f"FILE {path}: {err}") from None

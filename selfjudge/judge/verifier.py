@@ -26,7 +26,9 @@ from typing import Any
 
 import torch
 
-from .budget import judge_threshold_at_budget, parse_budget
+from selfjudge.json_io import parse_json
+
+from .budget import check_validation_record, judge_threshold_at_budget, parse_budget
 
 FORMAT = "selfjudge-verifier/2"
 FORMATS = ("selfjudge-verifier/1", FORMAT)  # readable
@@ -230,13 +232,15 @@ def load_verifier(
     except (SafetensorError, RuntimeError, TypeError) as err:  # truncated or corrupt file
         raise ValueError(f"path {path!s} is not a readable safetensors verifier file ({err})") from None
     try:
-        meta = json.loads(header[_META_KEY])
+        meta = parse_json(header[_META_KEY], f"path {path!s}: metadata")
         if not isinstance(meta, dict):
             raise TypeError("metadata is not a JSON object")
         thresholds = meta.pop("thresholds", {})
         if not isinstance(thresholds, dict):
             raise TypeError("thresholds is not a JSON object")
         thresholds = {str(k): float(v) for k, v in thresholds.items()}
+        if "validation" in meta:
+            check_validation_record(meta["validation"])
     except (ValueError, TypeError) as err:
         raise ValueError(f"path {path!s}: broken verifier metadata ({err})") from None
     if not weight.is_floating_point() or not bias.is_floating_point():

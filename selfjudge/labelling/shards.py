@@ -33,6 +33,7 @@ import torch
 from safetensors.torch import load_file
 
 from selfjudge.folders import lock_folder, remove_job_folder
+from selfjudge.json_io import parse_json, read_json
 from selfjudge.safetensors_io import save_safetensors
 
 from .tau import apply_tau, tau_from_quantile
@@ -59,11 +60,14 @@ def read_progress(out_dir: str | Path) -> list[dict]:
     if not path.exists():
         return []
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
             break  # torn write at the end: that batch never committed
+        if not isinstance(record, dict):
+            raise ValueError(f"out_dir: {path} is damaged: a progress record is not a JSON object")
+        records.append(record)
     return records
 
 
@@ -183,7 +187,42 @@ class ShardWriter:
 
 
 def _shard_names(out_dir: Path) -> list[str]:
-    return [r["shard"] for r in read_progress(out_dir) if r.get("shard")]
+    """The committed shards' names; a name that is not ``shard-NNNNN`` (a damaged record, or one
+    pointing outside the folder) is refused."""
+    names = [r["shard"] for r in read_progress(out_dir) if r.get("shard")]
+    bad = [n for n in names if not isinstance(n, str) or not re.fullmatch(r"shard-\d{5}", n)]
+    if bad:
+        raise ValueError(f"out_dir: {Path(out_dir) / PROGRESS} is damaged: shard names {bad[:3]!r:.80}")
+    return names
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    """The JSON object on each non-empty line of ``path`` (``ValueError`` naming it otherwise)."""
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise ValueError(f"out_dir: {path} is not UTF-8 text ({err})") from None
+    except FileNotFoundError:
+        raise ValueError(f"out_dir: {path} is committed in {PROGRESS} but missing") from None
+    rows = [parse_json(line, f"out_dir: {path} line {i + 1}") for i, line in enumerate(lines) if line.strip()]
+    if not all(isinstance(r, dict) for r in rows):
+        raise ValueError(f"out_dir: {path} is damaged: a row is not a JSON object")
+    return rows
+
+
+def _read_shard_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """A shard's per-row tensors: 2-D floating point, one row each (``ValueError`` naming the file)."""
+    from safetensors import SafetensorError
+
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, RuntimeError) as err:
+        raise ValueError(f"out_dir: {path} is not a readable shard ({str(err)[:120]})") from None
+    bad = [k for k, t in tensors.items() if t.dim() != 2 or not t.is_floating_point()]
+    if bad or "features" not in tensors:
+        raise ValueError(f"out_dir: {path} is damaged: needs 2-D float tensors with features, got "
+                         f"{ {k: (str(t.dtype), tuple(t.shape)) for k, t in tensors.items()} }")
+    return tensors
 
 
 def read_rows(out_dir: str | Path) -> list[dict]:
@@ -191,8 +230,7 @@ def read_rows(out_dir: str | Path) -> list[dict]:
     out_dir = Path(out_dir)
     rows = []
     for name in _shard_names(out_dir):
-        with open(out_dir / f"{name}.jsonl", encoding="utf-8") as f:
-            rows.extend(json.loads(line) for line in f if line.strip())
+        rows.extend(_read_jsonl(out_dir / f"{name}.jsonl"))
     return rows
 
 
@@ -223,6 +261,8 @@ def _scores(rows: list[dict], field: str, where) -> list[float]:
     except KeyError:
         raise ValueError(f"labels: {where} stores no {field!r} (labelled before both scores were stored: "
                          "relabel it)") from None
+    except (TypeError, ValueError):
+        raise ValueError(f"labels: {where} is damaged: a {field!r} is not a number") from None
 
 
 def read_labels(out_dir: str | Path, tau: float | None = None,
@@ -247,19 +287,25 @@ def read_label_tensors(out_dir: str | Path, tau: float | None = None,
     mpath = out_dir / MANIFEST
     if not mpath.exists():
         raise ValueError(f"out_dir: {out_dir} has no {MANIFEST}")
-    manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    manifest = read_json(mpath)
+    if not isinstance(manifest, dict):
+        raise ValueError(f"out_dir: {mpath} is damaged: not a JSON object")
     shards, rows = [], []
     for name in _shard_names(out_dir):
-        t = load_file(str(out_dir / f"{name}.safetensors"))
-        with open(out_dir / f"{name}.jsonl", encoding="utf-8") as fh:
-            shard_rows = [json.loads(line) for line in fh if line.strip()]
+        t = _read_shard_tensors(out_dir / f"{name}.safetensors")
+        shard_rows = _read_jsonl(out_dir / f"{name}.jsonl")
         bad = [k for k, v in t.items() if v.shape[0] != len(shard_rows)]
-        if bad or "features" not in t:
-            raise ValueError(f"out_dir: {name} has tensors {sorted(t)} of {[t[k].shape[0] for k in sorted(t)]} "
-                             f"rows but {len(shard_rows)} jsonl rows")
+        if bad:
+            raise ValueError(f"out_dir: {out_dir / name} has tensors {sorted(t)} of "
+                             f"{[t[k].shape[0] for k in sorted(t)]} rows but {len(shard_rows)} jsonl rows")
         shards.append(t)
         rows.extend(shard_rows)
-    H = int(manifest.get("hidden_size") or (shards[0]["features"].shape[1] if shards else 0))
+    widths = {k: {int(t[k].shape[1]) for t in shards if k in t} for k in set().union(*shards)} if shards else {}
+    if any(len(w) > 1 for w in widths.values()):
+        raise ValueError(f"out_dir: {out_dir} is damaged: shards disagree on tensor widths {widths}")
+    H = manifest.get("hidden_size") or (shards[0]["features"].shape[1] if shards else 0)
+    if isinstance(H, bool) or not isinstance(H, int) or H < 0:
+        raise ValueError(f"out_dir: {mpath} is damaged: hidden_size {H!r:.40}")
     keys = set.intersection(*(set(t) for t in shards)) if shards else {"features"}
     tensors = {k: torch.cat([t[k] for t in shards]) if shards else torch.zeros(0, H) for k in sorted(keys)}
     if tau is not None:

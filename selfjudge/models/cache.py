@@ -38,7 +38,7 @@ def is_complete(folder: str | os.PathLike) -> bool:
         return isinstance(files, dict) and all(
             (Path(folder) / name).is_file() and (Path(folder) / name).stat().st_size == size
             for name, size in files.items())
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return False
 
 

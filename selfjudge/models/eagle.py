@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from selfjudge.json_io import read_json
+
 __all__ = ["EagleHead", "load_eagle_head", "load_eagle_draft", "save_eagle_head", "load_draft_vocab", "EAGLE_FORMAT", "DRAFT_VOCAB_FILE"]
 
 EAGLE_FORMAT = "selfjudge-eagle/1"
@@ -151,7 +153,7 @@ def load_eagle_head(folder: str | Path, target) -> EagleHead:
     for key, want, what in (("hidden_size", t.hidden_size, "target hidden size"),
                             ("vocab_size", t.vocab_size, "target vocabulary"), ("num_hidden_layers", 1, "")):
         if raw[key] != int(want):
-            raise ValueError(f"folder: head {key} {raw[key]} != {what or 'one decoder layer'} {want}"
+            raise ValueError(f"folder: {folder}: head {key} {raw[key]} != {what or 'one decoder layer'} {want}"
                              + ("; only one-layer (EAGLE-1/2) heads are supported" if not what else ""))
     _check_head_shapes(folder, weights, raw, bias)  # before any allocation: the file must hold these tensors
     try:
@@ -165,12 +167,24 @@ def load_eagle_head(folder: str | Path, target) -> EagleHead:
         layer.pop("input_layernorm.weight", None)  # published heads may carry it; EAGLE's layer 0 never applies it
         head.fc.load_state_dict(fc)
         missing, unexpected = head.body.layers[0].load_state_dict(layer, strict=False)
-    except (RuntimeError, TypeError, KeyError, ValueError) as err:  # damaged weights or a config HF refuses
+    except (RuntimeError, TypeError, KeyError, ValueError, AttributeError, _strict_config_error()) as err:  # damaged weights or a
+        # config Hugging Face refuses
         raise ValueError(f"folder: {folder} is not a loadable EAGLE head ({str(err)[:300]})") from None
     missing = [m for m in missing if not m.startswith("input_layernorm")]
     if missing or unexpected:
-        raise ValueError(f"folder: layers.0 does not fit a Llama decoder layer: missing {missing}, unexpected {unexpected}")
+        raise ValueError(f"folder: {folder}: layers.0 does not fit a Llama decoder layer: missing {missing}, "
+                         f"unexpected {unexpected}")
     return head.match_target_dtype().eval()
+
+
+def _strict_config_error() -> type[Exception]:
+    """The error Hugging Face's strict config dataclasses raise for a field of the wrong type
+    (not a ValueError; absent from older huggingface_hub versions)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return ValueError
+    return StrictDataclassError
 
 
 _HEAD_INTS = ("hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
@@ -179,9 +193,9 @@ _HEAD_INTS = ("hidden_size", "vocab_size", "num_hidden_layers", "intermediate_si
 def _read_head_config(path: Path) -> dict:
     """A head's ``config.json`` as a dict whose sizes are positive ints (``ValueError`` naming the file)."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"folder: {path} is not valid JSON ({err})") from None
+        raw = read_json(path)
+    except ValueError as err:
+        raise ValueError(f"folder: {err}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"folder: {path} must hold a JSON object, got {type(raw).__name__}")
     for key in _HEAD_INTS + ("num_key_value_heads",):

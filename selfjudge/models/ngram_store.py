@@ -23,6 +23,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from selfjudge.json_io import parse_json
+
 __all__ = ["NgramStore", "load_ngram_store"]
 
 _FORMAT = "selfjudge-ngram-store-v1"
@@ -193,7 +195,7 @@ def _read_store_file(path: Path) -> tuple[list[int], list[int], dict]:
 def _store_settings(path: Path, text) -> dict:
     """The store's JSON settings: known keys of the right types, n-gram lengths in range."""
     try:
-        settings = json.loads(text) if isinstance(text, str) else None
+        settings = parse_json(text, path) if isinstance(text, str) else None
     except ValueError:
         settings = None
     if not isinstance(settings, dict):

@@ -8,7 +8,10 @@ import pytest
 def row(name, family, m, sem, K=4, threshold=None):
     return {"name": name, "family": family, "K": K if family != "target-only" else 0, "threshold": threshold,
             "mean_accepted_length": m, "semantic_fidelity": sem, "rouge_l_vs_target": sem, "task_score": -1.0,
-            "tokens": 96}
+            "tokens": 96, "tokens_per_s": 10.0, "speedup_vs_target_only": m, "speedup_vs_standard": 1.0,
+            "fidelity": sem, "judge_accepted_tokens": 0, "prompts": 8, "fidelity_name": "rouge",
+            "task_score_name": "loglik", "share_draft": 0.1, "share_target": 0.7, "share_verify": 0.1,
+            "share_other": 0.1}
 
 
 def folder(path, rows, task="sharegpt"):

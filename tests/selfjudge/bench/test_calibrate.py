@@ -13,7 +13,9 @@ from selfjudge.judge.verifier import Verifier, load_verifier, save_verifier
 def _row(name, family, m, sem, K=3, threshold=None, params=(), top_k=None):
     return {"name": name, "family": family, "K": K, "mean_accepted_length": m, "semantic_fidelity": sem,
             "rouge_l_vs_target": sem, "speedup_vs_standard": 1.0, "threshold": threshold, "params": params,
-            "top_k": top_k}
+            "top_k": top_k, "tokens_per_s": 10.0, "speedup_vs_target_only": m, "fidelity": sem, "task_score": sem,
+            "judge_accepted_tokens": 0, "prompts": 2, "fidelity_name": "rouge", "task_score_name": "loglik",
+            "share_draft": 0.1, "share_target": 0.7, "share_verify": 0.1, "share_other": 0.1}
 
 
 def _bench(tmp_path, verifier_path, split="val", digest=None):
@@ -63,3 +65,25 @@ def test_calibrate_refuses_eval_blocks_and_another_verifier(tmp_path, verifier_p
                  str(verifier_path), "--out", str(out)]) == 2
     assert "is not the SelfJudge verifier" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_demo_picks_the_rule_reaching_the_largest_m_within_the_budget():
+    from selfjudge.bench.demo import best_rule_at_budget
+    from selfjudge.engine.policies import FlyPolicy, RelaxedTopNPolicy
+
+    curves = {
+        "SelfJudge": [{"threshold": "R", "logit": 1.0, "m": 1.5, "semantic_fidelity": 0.99}],
+        "relaxed top-N": [{"name": "relaxed top-N(2,0.05)", "params": {"top_n": 2, "delta": 0.05}, "m": 1.4,
+                           "semantic_fidelity": 0.99},
+                          {"name": "relaxed top-N(3,0.1)", "params": {"top_n": 3, "delta": 0.1}, "m": 1.6,
+                           "semantic_fidelity": 0.96}],
+        "FLy": [{"name": "FLy(2,0.3)", "params": {"window": 2, "entropy_threshold": 0.3}, "m": 1.45,
+                 "semantic_fidelity": 0.98}],
+        "top-k": [{"name": "top-2", "params": {"k": 2}, "m": 1.9, "semantic_fidelity": 0.99}],  # not a rule
+    }
+    meta = {"validation": {"curves": curves}}
+    name, policy = best_rule_at_budget(meta, 0.97, K=3)
+    assert name == "FLy(2,0.3)" and isinstance(policy, FlyPolicy) and policy.window == 2
+    name, policy = best_rule_at_budget(meta, 0.95, K=3)
+    assert name == "relaxed top-N(3,0.1)" and isinstance(policy, RelaxedTopNPolicy)
+    assert best_rule_at_budget(meta, 0.999, K=3) is None and best_rule_at_budget({}, 0.97, K=3) is None
