@@ -65,7 +65,7 @@ def _engines(k: int, threshold, verifier, budget: float, target, draft, tokenize
     rule = best_rule_at_budget(verifier.metadata, budget, k)
     if rule is not None:
         engines[rule[0]] = SpeculativeEngine(target, draft, tokenizer, policy=rule[1], **common)
-    return engines
+    return engines, (rule[0] if rule else None)
 
 
 def sample_pieces(tokenizer, result) -> list[tuple[str, bool]]:
@@ -126,7 +126,7 @@ def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: in
     target, draft, tokenizer = load_pair(pair, eagle_dir if drafter == "eagle" else None, device=device, dtype=dtype,
                                          drafter=drafter)
     verifier, verifier_used = _verifier(pair, task, verifier_path, drafter, target.config.hidden_size)
-    engines = _engines(k, threshold, verifier, budget, target, draft, tokenizer)
+    engines, rule_name = _engines(k, threshold, verifier, budget, target, draft, tokenizer)
     the_task = load_task(task)
     examples = the_task.examples("eval", limit=prompts)
     texts = [the_task.build_prompt(tokenizer, ex) for ex in examples]
@@ -139,7 +139,7 @@ def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: in
         "pair": pair, "task": task, "drafter": drafter, "eagle": eagle_dir, "k": k, "max_new_tokens": max_new_tokens,
         "verifier": verifier_used, "threshold": threshold,
         "judge_threshold_logit": _finite_or_none(verifier.threshold(threshold)),
-        "budget": budget, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
+        "budget": budget, "rule_at_budget": rule_name, "prompt_ids": [e.prompt_id for e in examples], "rows": rows,
         "completions": {n: [r.text for r in res] for n, res in results.items()},
         "token_ids": {n: [r.token_ids for r in res] for n, res in results.items()},
         "token_sources": {n: [r.token_sources for r in res] for n, res in results.items()},

@@ -66,6 +66,9 @@ def run(args) -> int:
     print(f"(semantic and ROUGE-L: closeness to the target-only output; budget {report['budget']:g} on validation "
           f"prompts; threshold {report['threshold']} = "
           f"{'logit %.3g' % logit if logit is not None else 'none within the budget: the judge accepts nothing'})")
+    if report["rule_at_budget"] is None:
+        print(f"(no training-free rule keeps semantic fidelity >= {report['budget']:g} on the validation prompts "
+              "at any of its swept settings: none is shown)")
     sample = report["sample"]
     how = "in [[...]]" if args.no_color else "in green"
     any_marked = any(judge for _, judge in sample["pieces"])
