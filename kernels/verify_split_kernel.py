@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from .verify_triton_kernel import (_align_test, _lane_argmax, _load_x, _phi_features, _relaxed_test,
-                                   _running_argmax, _store_judge_logits, _top3_of, _top3_update)
+                                   _running_argmax, _stats_init, _stats_tile, _store_judge_logits, _top3_of)
 
 
 @triton.jit
@@ -83,35 +83,12 @@ def _chunk_stats_kernel(
         row_off = b * stride_lb + (tl.load(logit_start_ptr + b) + i) * stride_lr
         inv_t = tl.load(inv_t_ptr + b)
         offs_v = tl.arange(0, BLOCK_V)
-        m = tl.full((), float("-inf"), dtype=tl.float32)
-        s_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
-        best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
-        besti_l = offs_v
-        bad_l = offs_v < 0
-        m1 = tl.full((), float("-inf"), dtype=tl.float32)
-        s1_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
-        t1 = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
-        t2 = t1
-        t3 = t1
-        bad1_l = bad_l
+        m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l = _stats_init(offs_v, BLOCK_V)
         v_lo = c * CHUNK
         for v0 in range(v_lo, tl.minimum(v_lo + CHUNK, V), BLOCK_V):
-            x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
-            bad_l = bad_l | tbad
-            best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
-            if SAMPLING:
-                m_new = tl.maximum(m, tl.max(x, axis=0))
-                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-                s_l = s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
-                m = m_new
-            if HAS_PHI:
-                raw, _i, _m, rbad = _load_x(logits_ptr, row_off, v0, offs_v, V, 1.0)
-                bad1_l = bad1_l | rbad
-                t1, t2, t3 = _top3_update(raw, t1, t2, t3)
-                m1_new = tl.maximum(m1, tl.max(raw, axis=0))
-                m1_safe = tl.where(m1_new == float("-inf"), 0.0, m1_new)
-                s1_l = s1_l * tl.exp(m1 - m1_safe) + tl.exp(raw - m1_safe)
-                m1 = m1_new
+            m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l = _stats_tile(
+                logits_ptr, row_off, v0, offs_v, V, inv_t, m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3,
+                bad1_l, SAMPLING, HAS_PHI)
         best, best_i = _lane_argmax(best_l, besti_l)
         g1, g2, g3 = _top3_of(t1, t2, t3)
         _store_chunk_stats(stat_ptr, idx_ptr, slot * NC + c, tl.num_programs(0).to(tl.int64) * NC, best, best_i,

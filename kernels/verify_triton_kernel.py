@@ -151,6 +151,41 @@ def _phi_features(xd, m1, s1, g1, g2, g3, bad1):
 
 
 @triton.jit
+def _online_sum(m, s_l, x):
+    """One tile of a per-lane sum of exp(x - m) under a shared running max ``m``."""
+    m_new = tl.maximum(m, tl.max(x, axis=0))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    return m_new, s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
+
+
+@triton.jit
+def _stats_init(offs_v, BLOCK_V: tl.constexpr):
+    """Empty accumulators of one statistics pass (see :func:`_stats_tile`)."""
+    ninf = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
+    zero = tl.zeros((BLOCK_V,), dtype=tl.float32)
+    m = tl.full((), float("-inf"), dtype=tl.float32)
+    return m, zero, ninf, offs_v, offs_v < 0, m, zero, ninf, ninf, ninf, offs_v < 0
+
+
+@triton.jit
+def _stats_tile(logits_ptr, row_off, v0, offs_v, V, inv_t, m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3,
+                bad1_l, SAMPLING: tl.constexpr, HAS_PHI: tl.constexpr):
+    """One tile of the statistics pass: running argmax and invalid flag of the scaled logits, their
+    online sum-exp (sampling) and, for the judge's features, the temperature-1 sum-exp and top-3."""
+    x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
+    bad_l = bad_l | tbad
+    best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
+    if SAMPLING:
+        m, s_l = _online_sum(m, s_l, x)
+    if HAS_PHI:
+        raw, _i, _m, rbad = _load_x(logits_ptr, row_off, v0, offs_v, V, 1.0)
+        bad1_l = bad1_l | rbad
+        t1, t2, t3 = _top3_update(raw, t1, t2, t3)
+        m1, s1_l = _online_sum(m1, s1_l, raw)
+    return m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l
+
+
+@triton.jit
 def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING: tl.constexpr, HAS_PHI: tl.constexpr,
                     BLOCK_V: tl.constexpr):
     """Pass 1 over one position's vocabulary: argmax, validity and (sampling) log-sum-exp.
@@ -162,34 +197,11 @@ def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING: tl.const
     ``HAS_PHI`` the same pass also gathers the unscaled (temperature-1) log-sum-exp
     and top-3 values for the judge's features of draft token ``d`` (else they are 0).
     """
-    m = tl.full((), float("-inf"), dtype=tl.float32)
-    s_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
-    best_l = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
-    besti_l = offs_v
-    bad_l = offs_v < 0
-    m1 = tl.full((), float("-inf"), dtype=tl.float32)
-    s1_l = tl.zeros((BLOCK_V,), dtype=tl.float32)
-    t1 = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
-    t2 = t1
-    t3 = t1
-    bad1_l = bad_l
+    m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l = _stats_init(offs_v, BLOCK_V)
     for v0 in range(0, V, BLOCK_V):
-        x, idx, mask, tbad = _load_x(logits_ptr, row_off, v0, offs_v, V, inv_t)
-        bad_l = bad_l | tbad
-        best_l, besti_l = _running_argmax(x, idx, best_l, besti_l)
-        if SAMPLING:
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            s_l = s_l * tl.exp(m - m_safe) + tl.exp(x - m_safe)
-            m = m_new
-        if HAS_PHI:
-            raw, _i, _m, rbad = _load_x(logits_ptr, row_off, v0, offs_v, V, 1.0)
-            bad1_l = bad1_l | rbad
-            t1, t2, t3 = _top3_update(raw, t1, t2, t3)
-            m1_new = tl.maximum(m1, tl.max(raw, axis=0))
-            m1_safe = tl.where(m1_new == float("-inf"), 0.0, m1_new)
-            s1_l = s1_l * tl.exp(m1 - m1_safe) + tl.exp(raw - m1_safe)
-            m1 = m1_new
+        m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l = _stats_tile(
+            logits_ptr, row_off, v0, offs_v, V, inv_t, m, s_l, best_l, besti_l, bad_l, m1, s1_l, t1, t2, t3, bad1_l,
+            SAMPLING, HAS_PHI)
     best, best_i = _lane_argmax(best_l, besti_l)
     bad = tl.max(bad_l.to(tl.int32), axis=0)
     ok = (bad == 0) & (best > float("-inf"))
