@@ -31,7 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .verify_triton_kernel import (_align_test, _lane_argmax, _load_x, _phi_features, _relaxed_test,
+from .verify_triton_kernel import (_lane_argmax, _load_x, _phi_features, _record_position, _rules_at,
                                    _running_argmax, _stats_init, _stats_tile, _store_judge_logits, _top3_of)
 
 
@@ -207,18 +207,11 @@ def _split_walk_kernel(
             d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
             best_i, ok, lse, phi0, phi1, phi2 = _combine_stats(stat_ptr, idx_ptr, b * K1 + i, NC, SNC, logits_ptr,
                                                                row_off, d, SAMPLING, HAS_PHI, NC_BLOCK)
-            jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                                 phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
-                                 HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
-            u = 1.0
-            if SAMPLING:
-                u = tl.load(u_ptr + b * K_max + i)
-            align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
-                                u, HAS_Q, SAMPLING) & real
-            tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
-            tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
-            if align | jacc:
-                tl.store(out_ptr + b * (K_max + 1) + i, d)
+            align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
+                                       stride_qr, u_ptr, h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, i, tok, threshold,
+                                       stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max, HAS_Q, HAS_JUDGE,
+                                       HAS_RELAXED, SAMPLING, HAS_PHI, BLOCK_H)
+            if _record_position(out_ptr, align_ptr, jacc_ptr, b, i, K_max, d, align, jacc):
                 n_acc += 1
             else:
                 stopped = 1

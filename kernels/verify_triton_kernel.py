@@ -238,6 +238,34 @@ def _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr
 
 
 @triton.jit
+def _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr, stride_qr, u_ptr, h_ptr, w_ptr,
+              bias_ptr, relaxed_ptr, b, i, tok, threshold, stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max,
+              HAS_Q: tl.constexpr, HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, SAMPLING: tl.constexpr,
+              HAS_PHI: tl.constexpr, BLOCK_H: tl.constexpr):
+    """Both rules at draft position i of request b: ``(align, judge accept, u)`` (a placeholder keeps neither)."""
+    jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
+                         phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
+                         HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
+    u = 1.0
+    if SAMPLING:
+        u = tl.load(u_ptr + b * K_max + i)
+    align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
+                        u, HAS_Q, SAMPLING) & real
+    return align, jacc, u
+
+
+@triton.jit
+def _record_position(out_ptr, align_ptr, jacc_ptr, b, i, K_max, d, align, jacc):
+    """Store one evaluated position's decisions (and its token when kept); returns whether it was kept."""
+    tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
+    tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
+    kept = align | jacc
+    if kept:
+        tl.store(out_ptr + b * (K_max + 1) + i, d)
+    return kept
+
+
+@triton.jit
 def _bonus_token(logits_ptr, row_off, offs_v, V, inv_t, e_ptr, e_off, is_greedy,
                  SAMPLING: tl.constexpr, BLOCK_V: tl.constexpr):
     """Bonus pass (every draft kept): greedy ``argmax x``, sampling ``argmax x - log E``
@@ -412,23 +440,16 @@ def _verify_kernel(
             d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
             best_i, ok, lse, phi0, phi1, phi2 = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING,
                                                                 HAS_PHI, BLOCK_V)
-            jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                                 phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
-                                 HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
-            u = 1.0
-            if SAMPLING:
-                u = tl.load(u_ptr + b * K_max + i)
-            align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
-                                u, HAS_Q, SAMPLING) & real
+            align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
+                                       stride_qr, u_ptr, h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, i, tok, threshold,
+                                       stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max, HAS_Q, HAS_JUDGE,
+                                       HAS_RELAXED, SAMPLING, HAS_PHI, BLOCK_H)
             if HAS_FLY:
                 if (align | jacc) == 0:
                     jacc = real & _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv_t,
                                             is_greedy, draft_ptr, tok0, q_ptr, stride_qr, u_ptr, K_max, fly_window,
                                             fly_threshold, fly_top_k, HAS_Q, SAMPLING, BLOCK_V)
-            tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
-            tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
-            if align | jacc:
-                tl.store(out_ptr + b * (K_max + 1) + i, d)
+            if _record_position(out_ptr, align_ptr, jacc_ptr, b, i, K_max, d, align, jacc):
                 n_acc += 1
             else:
                 stopped = 1
