@@ -31,8 +31,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .verify_triton_kernel import (_lane_argmax, _load_x, _phi_features, _record_position, _rules_at,
-                                   _running_argmax, _stats_init, _stats_tile, _store_judge_logits, _top3_of)
+from .verify_stats_kernel import (_lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init, _stats_tile,
+                                  _top3_of)
+from .verify_triton_kernel import _record_position, _rules_at, _store_judge_logits
 
 
 @triton.jit

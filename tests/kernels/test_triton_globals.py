@@ -27,7 +27,8 @@ try:  # what triton.jit returns under TRITON_INTERPRET=1
 except ImportError:
     JIT_TYPES = (JITFunction,)
 
-KERNEL_MODULES = ["selfjudge.kernels.verify_triton_kernel", "selfjudge.kernels.scorer_triton"]
+KERNEL_MODULES = ["selfjudge.kernels.verify_triton_kernel", "selfjudge.kernels.verify_stats_kernel",
+                  "selfjudge.kernels.verify_split_kernel", "selfjudge.kernels.scorer_triton"]
 
 
 def bad_globals(jit_fn) -> list[str]:
