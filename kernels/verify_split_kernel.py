@@ -33,7 +33,7 @@ import triton.language as tl
 
 from .verify_stats_kernel import (_lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init, _stats_tile,
                                   _top3_of)
-from .verify_triton_kernel import _record_position, _rules_at, _store_judge_logits
+from .verify_triton_kernel import _draft_at, _record_position, _rules_at, _store_judge_logits
 
 
 @triton.jit
@@ -203,9 +203,7 @@ def _split_walk_kernel(
         if stopped == 0:
             tok = tok0 + i
             row_off = b * stride_lb + (row0 + i) * stride_lr
-            d_raw = tl.load(draft_ptr + tok)
-            real = (d_raw >= 0) & (d_raw < V)  # False: a placeholder, which no rule keeps
-            d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
+            real, d = _draft_at(draft_ptr, tok, V)
             best_i, ok, lse, phi0, phi1, phi2 = _combine_stats(stat_ptr, idx_ptr, b * K1 + i, NC, SNC, logits_ptr,
                                                                row_off, d, SAMPLING, HAS_PHI, NC_BLOCK)
             align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,

@@ -145,6 +145,14 @@ def _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q
 
 
 @triton.jit
+def _draft_at(draft_ptr, tok, V):
+    """``(real, d)``: whether draft row ``tok`` holds a real id (not a placeholder, which no rule
+    keeps), and that id clamped to [0, V)."""
+    d_raw = tl.load(draft_ptr + tok)
+    return (d_raw >= 0) & (d_raw < V), tl.minimum(tl.maximum(d_raw, 0), V - 1)
+
+
+@triton.jit
 def _record_position(out_ptr, align_ptr, jacc_ptr, b, i, K_max, d, align, jacc):
     """Store one evaluated position's decisions (and its token when kept); returns whether it was kept."""
     tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
@@ -325,9 +333,7 @@ def _verify_kernel(
         if stopped == 0:
             tok = tok0 + i
             row_off = b * stride_lb + (row0 + i) * stride_lr
-            d_raw = tl.load(draft_ptr + tok)
-            real = (d_raw >= 0) & (d_raw < V)  # False: a placeholder, which no rule keeps
-            d = tl.minimum(tl.maximum(d_raw, 0), V - 1)
+            real, d = _draft_at(draft_ptr, tok, V)
             best_i, ok, lse, phi0, phi1, phi2 = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING,
                                                                 HAS_PHI, BLOCK_V)
             align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
