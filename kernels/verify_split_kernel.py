@@ -206,7 +206,7 @@ def _split_walk_kernel(
             real, d = _draft_at(draft_ptr, tok, V)
             best_i, ok, lse, phi0, phi1, phi2 = _combine_stats(stat_ptr, idx_ptr, b * K1 + i, NC, SNC, logits_ptr,
                                                                row_off, d, SAMPLING, HAS_PHI, NC_BLOCK)
-            align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
+            align, jacc = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
                                        stride_qr, u_ptr, h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, i, tok, threshold,
                                        stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max, HAS_Q, HAS_JUDGE,
                                        HAS_RELAXED, SAMPLING, HAS_PHI, BLOCK_H)

@@ -132,7 +132,7 @@ def _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q
               bias_ptr, relaxed_ptr, b, i, tok, threshold, stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max,
               HAS_Q: tl.constexpr, HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, SAMPLING: tl.constexpr,
               HAS_PHI: tl.constexpr, BLOCK_H: tl.constexpr):
-    """Both rules at draft position i of request b: ``(align, judge accept, u)`` (a placeholder keeps neither)."""
+    """Both rules at draft position i of request b: ``(align, judge accept)`` (a placeholder keeps neither)."""
     jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
                          phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
                          HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
@@ -141,7 +141,7 @@ def _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q
         u = tl.load(u_ptr + b * K_max + i)
     align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
                         u, HAS_Q, SAMPLING) & real
-    return align, jacc, u
+    return align, jacc
 
 
 @triton.jit
@@ -336,7 +336,7 @@ def _verify_kernel(
             real, d = _draft_at(draft_ptr, tok, V)
             best_i, ok, lse, phi0, phi1, phi2 = _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING,
                                                                 HAS_PHI, BLOCK_V)
-            align, jacc, u = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
+            align, jacc = _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr,
                                        stride_qr, u_ptr, h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, i, tok, threshold,
                                        stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max, HAS_Q, HAS_JUDGE,
                                        HAS_RELAXED, SAMPLING, HAS_PHI, BLOCK_H)

@@ -82,8 +82,6 @@ def pareto_gap(rows: list[dict[str, Any]], a: str, b: str, y: str = "fidelity", 
     fam = {f: base + method_points(rows, f, y, K) for f in (a, b)}
     if not base or any(len(p) <= len(base) for p in fam.values()):
         return None
-    if any(v is None for p in fam.values() for pt in p for v in pt):
-        return None
     if any(v is None or math.isnan(v) for p in fam.values() for pt in p for v in pt):
         return None
     lo = max(m for m, _ in base)
