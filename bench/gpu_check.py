@@ -135,7 +135,7 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
 def check_verify(args) -> dict:
     import torch
 
-    from selfjudge.kernels import verify
+    from selfjudge.kernels.verify import verify
     from selfjudge.kernels.verify import draw_noise
     from selfjudge.kernels.verify_triton import verify_triton_padded
 

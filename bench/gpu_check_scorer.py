@@ -24,7 +24,8 @@ def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256, dry: bool
 
     import torch
 
-    from selfjudge.kernels import token_logprobs, token_logprobs_torch
+    from selfjudge.kernels.scorer import token_logprobs
+    from selfjudge.kernels.scorer_torch import token_logprobs_torch
 
     if dry:
         R, H, V = 64, 16, 300

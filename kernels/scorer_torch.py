@@ -1,6 +1,6 @@
 """PyTorch twin of the batched scorer: per-row log T(next_id | row) without R x V logits.
 
-This is the reference semantics of :func:`selfjudge.kernels.token_logprobs` and the
+This is the reference semantics of :func:`selfjudge.kernels.scorer.token_logprobs` and the
 CPU path. It chunks the rows *and* the vocabulary, so its largest temporary is one
 ``[row_chunk, vocab_chunk]`` fp32 tile (32 MiB at the defaults) instead of the full
 ``[R, V]`` logits (805 MB at R=4096, V=49152) that ``log_softmax(h @ W.T).gather``

@@ -1,7 +1,7 @@
 """What the two layouts of the verify op share: the result type, the noise, and the validation
 of the options (temperature, judge, relaxations, FLy) into the launcher's arguments.
 
-:func:`selfjudge.kernels.verify` (padded) and :func:`selfjudge.kernels.verify_flat` (vLLM's
+:func:`selfjudge.kernels.verify.verify` (padded) and :func:`selfjudge.kernels.verify.verify_flat` (vLLM's
 flattened layout) both call :func:`_prepare`, :func:`_fly_options` and :func:`_noise_for`,
 so both layouts accept and refuse the same inputs with the same messages.
 """

@@ -88,7 +88,7 @@ def native_verify(
 
     Takes exactly the arguments of the kernel's launcher
     (:func:`selfjudge.kernels.verify_triton.verify_triton_padded`), validated by
-    :func:`selfjudge.kernels.verify`. ``any_greedy`` (some row may be greedy) and
+    :func:`selfjudge.kernels.verify.verify`. ``any_greedy`` (some row may be greedy) and
     ``unit_scale`` (every ``inv_temperature`` is 1) are host-known hints that let
     the twin skip work that would not change a bit; the kernel decides per row.
     ``fly = (window, entropy_threshold, top_k)`` switches FLy's deferred acceptance on

@@ -1,37 +1,32 @@
 """selfjudge: speculative decoding that accepts draft tokens which keep the meaning.
 
-The public hot-path operator is :func:`selfjudge.verify` (padded layout); the
-vLLM-compatible flattened form is :func:`selfjudge.kernels.verify_flat`.
+The hot-path operators, importable from here or from their modules:
+
+- :func:`selfjudge.verify` (padded layout) and :func:`selfjudge.verify_flat` (vLLM's flattened
+  layout), both in :mod:`selfjudge.kernels.verify`;
+- :func:`selfjudge.token_logprobs`, the scorer, in :mod:`selfjudge.kernels.scorer`.
+
+``selfjudge.kernels`` is a namespace package (the repository's top-level ``kernels/`` folder,
+which holds no ``__init__.py`` so that it can never shadow another package named ``kernels``).
+Importing ``selfjudge`` changes no interpreter state and imports neither torch nor triton.
 """
 
-import os as _os
-import sys as _sys
+import importlib as _importlib
 
 __version__ = "0.1.0"
 
+_OPS = {
+    "verify": "selfjudge.kernels.verify",
+    "verify_flat": "selfjudge.kernels.verify",
+    "VerifyOutput": "selfjudge.kernels.verify",
+    "token_logprobs": "selfjudge.kernels.scorer",
+}
 
-def _unshadow_kernels() -> None:
-    """The repository's ``kernels/`` folder ships as ``selfjudge.kernels``. With the repository
-    root on ``sys.path`` (``python -m selfjudge.cli`` run from the root puts the working directory
-    first) it would shadow the PyPI ``kernels`` package, which transformers >= 5.25 imports; the
-    root moves to the end of ``sys.path``, where it shadows nothing that is installed."""
-    for entry in list(_sys.path):
-        root = _os.path.abspath(entry or _os.curdir)
-        if _os.path.isfile(_os.path.join(root, "kernels", "verify_triton_kernel.py")) and \
-                _os.path.isdir(_os.path.join(root, "selfjudge")):
-            _sys.path.remove(entry)
-            _sys.path.append(entry)
-
-
-_unshadow_kernels()
-
-__all__ = ["verify", "__version__"]
+__all__ = [*_OPS, "__version__"]
 
 
 def __getattr__(name):
     # Lazy so that `import selfjudge` stays cheap (no torch/triton at import).
-    if name == "verify":
-        from selfjudge.kernels import verify
-
-        return verify
+    if name in _OPS:
+        return getattr(_importlib.import_module(_OPS[name]), name)
     raise AttributeError(f"module 'selfjudge' has no attribute {name!r}")

@@ -352,7 +352,7 @@ class SpeculativeEngine:
 
     def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden) -> None:
         """Step 4: verify, bring the emitted ids home (the cycle's one host sync), roll both caches back."""
-        from selfjudge.kernels import verify
+        from selfjudge.kernels.verify import verify
 
         k = draft_ids.shape[1]
         num = None

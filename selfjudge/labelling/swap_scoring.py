@@ -13,7 +13,7 @@ positions it has in the swapped sequence. Its hidden states therefore equal thos
 re-encoding ``x + y_<i_j + z_j + y_{i_j+1..}`` on its own (tested against
 :mod:`selfjudge.labelling.naive`).
 
-The scorer op (:func:`selfjudge.kernels.token_logprobs`) then turns hidden states into
+The scorer op (:func:`selfjudge.kernels.scorer.token_logprobs`) then turns hidden states into
 log-probabilities without materialising logits:
 
     s_j = [log T(z_j | y_<i) - log T(y_i | y_<i)]
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from selfjudge.kernels import token_logprobs
+from selfjudge.kernels.scorer import token_logprobs
 from selfjudge.kernels.judge_features import NUM_FEATURES, position_features
 
 

@@ -25,7 +25,7 @@ import sys
 import pytest
 import torch
 
-from selfjudge.kernels import token_logprobs
+from selfjudge.kernels.scorer import token_logprobs
 
 FULL = os.environ.get("SELFJUDGE_BENCH_FULL", "0") == "1"
 R, V = 4096, 49152
@@ -34,7 +34,7 @@ H = 576 if FULL else 64
 _CHILD = r"""
 import json, sys, time, torch
 R, H, V, method = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-from selfjudge.kernels import token_logprobs
+from selfjudge.kernels.scorer import token_logprobs
 g = torch.Generator().manual_seed(0)
 h = torch.randn(R, H, generator=g); W = torch.randn(V, H, generator=g) * 0.05
 y = torch.randint(0, V, (R,), generator=g)

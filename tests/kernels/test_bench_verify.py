@@ -22,7 +22,7 @@ import pytest
 import torch
 from transformers.generation.utils import _speculative_sampling
 
-from selfjudge.kernels import verify
+from selfjudge.kernels.verify import verify
 
 K, V = 4, 49152
 THREADS = int(os.environ.get("SELFJUDGE_BENCH_THREADS", "1"))

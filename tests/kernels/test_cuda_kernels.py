@@ -10,7 +10,9 @@ import os
 import pytest
 import torch
 
-from selfjudge.kernels import token_logprobs, token_logprobs_torch, verify
+from selfjudge.kernels.scorer import token_logprobs
+from selfjudge.kernels.scorer_torch import token_logprobs_torch
+from selfjudge.kernels.verify import verify
 
 pytestmark = [
     pytest.mark.cuda,

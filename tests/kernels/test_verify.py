@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from selfjudge.kernels import verify, verify_flat
+from selfjudge.kernels.verify import verify, verify_flat
 from selfjudge.kernels.verify import draw_noise
 
 

@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from selfjudge.kernels import verify, verify_flat
+from selfjudge.kernels.verify import verify, verify_flat
 from selfjudge.kernels.verify import draw_noise
 
 BACKENDS = ["torch"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])

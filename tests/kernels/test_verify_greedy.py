@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import selfjudge
-from selfjudge.kernels import VerifyOutput, verify
+from selfjudge.kernels.verify import VerifyOutput, verify
 
 BACKENDS = ["torch", "triton"]
 

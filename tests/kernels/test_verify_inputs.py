@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from selfjudge.kernels import verify, verify_flat
+from selfjudge.kernels.verify import verify, verify_flat
 
 B, K, V, H = 2, 3, 11, 5
 

@@ -8,7 +8,7 @@ the kernel in its statistics pass.
 import pytest
 import torch
 
-from selfjudge.kernels import verify, verify_flat
+from selfjudge.kernels.verify import verify, verify_flat
 from selfjudge.kernels.judge_features import NUM_FEATURES, position_features
 from selfjudge.kernels.verify import draw_noise
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from selfjudge.kernels import verify
+from selfjudge.kernels.verify import verify
 from selfjudge.kernels.verify import draw_noise
 
 TEMP = 0.7

@@ -69,7 +69,7 @@ def test_cuda_engine_greedy_equals_target_only_fp32(tiny):
 @pytest.mark.cuda
 @needs_cuda
 def test_cuda_verify_kernel_equals_twin():
-    from selfjudge.kernels import verify
+    from selfjudge.kernels.verify import verify
 
     g = torch.Generator(device="cuda").manual_seed(0)
     B, K, V = 8, 4, 32000

@@ -118,7 +118,7 @@ def test_judge_warns_once_when_features_come_in_another_dtype():
 
 def test_top_n_gate_blocks_the_judge_outside_the_targets_top_n():
     from selfjudge.engine.policies import JudgePolicy
-    from selfjudge.kernels import verify
+    from selfjudge.kernels.verify import verify
 
     logits = torch.tensor([[[5.0, 4.0, 3.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0, 5.0], [0.0] * 5]])  # [1, 3, 5]
     h = torch.ones(1, 2, 2)
