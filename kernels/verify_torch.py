@@ -270,7 +270,8 @@ def _draft_features(target_logits, d) -> torch.Tensor:
     """The judge's probability features of every draft token ``[B, K, F]`` (temperature 1)."""
     B, K = d.shape
     rows = target_logits[:, :K].reshape(B * K, target_logits.shape[-1])
-    return position_features(rows, d.reshape(B * K)).view(B, K, -1)
+    phi = position_features(rows, d.reshape(B * K))  # [B*K, F]
+    return phi.view(B, K, phi.shape[-1])  # F named: B*K may be 0
 
 
 def _relaxed_test(valid, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed, phi=None, phi_weight=None):

@@ -19,6 +19,7 @@ LAYERS = (
     ("selfjudge.labelling",),
     ("selfjudge.judge",),
     ("selfjudge.engine",),
+    ("selfjudge.integrations",),
     ("selfjudge.bench",),
     ("selfjudge.cli",),
 )

@@ -109,6 +109,21 @@ def test_flat_layout_equals_padded(backend):
     torch.testing.assert_close(a.judge_logits, b.judge_logits, equal_nan=True)
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+@pytest.mark.parametrize("temp", [0.0, 0.8])
+def test_a_step_with_no_drafts_emits_the_target_token_with_the_judge_on(backend, temp):
+    """vLLM calls its sampler on steps where no request has drafts (T = 0, max_spec_len = 0)."""
+    B, V, H = 3, 50, 8
+    logits = torch.randn(B, V, generator=torch.Generator().manual_seed(3))  # [T+B, V] with T = 0
+    kw = dict(hidden_states=torch.zeros(0, H), judge_weight=torch.ones(H), judge_phi_weight=torch.ones(NUM_FEATURES),
+              judge_threshold=-100.0, temperature=temp, seed=1, backend=backend)
+    out = verify_flat(torch.zeros(0, dtype=torch.long), torch.zeros(B, dtype=torch.long), logits, max_spec_len=0, **kw)
+    assert out.output_token_ids.shape == (B, 1) and out.num_accepted.tolist() == [0] * B
+    assert ((out.output_token_ids >= 0) & (out.output_token_ids < V)).all()
+    if temp == 0.0:
+        assert out.output_token_ids[:, 0].tolist() == logits.argmax(-1).tolist()
+
+
 def test_bad_feature_weights_name_themselves():
     drafts, n, logits, h, w, u = make(2, 2, 10)
     with pytest.raises(ValueError, match="judge_phi_weight"):
