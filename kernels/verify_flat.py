@@ -159,7 +159,7 @@ def verify_flat(
             K_max=K, all_greedy=all_greedy, fly=fly, phi_weight=phi_w)
         return VerifyOutput(*out)
 
-    # torch: gather into the padded layout (one copy of the logits) and run the twin on the launcher's arguments
+    # torch: gather into the padded layout (one copy of the logits; greedy: of their argmax) and run the twin
     tok_c = tok_idx.clamp(0, max(T - 1, 0))  # [B, K]
 
     def padded(rows, fill):  # [T, ...] -> [B, K, ...], ``fill`` past each request's drafts
@@ -171,11 +171,20 @@ def verify_flat(
         return torch.where(mask, rows[tok_c], torch.full((), fill, dtype=rows.dtype, device=device))
 
     draft = padded(draft_token_ids.long(), 0)  # [B, K]
-    logits = target_logits[logit_idx.clamp(0, T + B - 1)]  # [B, K+1, V]
+    rows = logit_idx.clamp(0, T + B - 1)  # [B, K+1]
+    stats = None
+    if all_greedy and fly is None and phi_w is None:
+        # greedy reads each position's maximum only: reduce the flat rows, gather [B, K+1] of them
+        maxval, amax = torch.max(target_logits, -1)  # [T+B] (NaN propagates into maxval)
+        stats = (torch.isfinite(maxval)[rows], amax[rows], None)
+        logits = target_logits[0].expand(B, K + 1, V)  # [B, K+1, V] view: only its shape is read
+    else:
+        logits = target_logits[rows]  # [B, K+1, V]
     q = padded(draft_probs, 0)  # [B, K, V]
     hidden = padded(hidden_states, 0)  # [B, K, H]
     relaxed = padded(override, 0)  # [B, K] bool or int8
     out = native_verify(
         draft, n, logits, q, inv_t, greedy, u, e, hidden, judge_weight, bias, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly, phi_weight=phi_w)
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly, phi_weight=phi_w,
+        position_stats=stats)
     return VerifyOutput(*out)

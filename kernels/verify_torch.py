@@ -83,6 +83,7 @@ def native_verify(
     unit_scale: bool = False,
     fly: tuple[int, float, int] | None = None,
     phi_weight: torch.Tensor | None = None,  # [F] fp32 judge weights of the probability features
+    position_stats: tuple | None = None,  # (ok [B, K+1], argmax [B, K+1], None): all-greedy callers only
 ):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
@@ -92,7 +93,10 @@ def native_verify(
     ``unit_scale`` (every ``inv_temperature`` is 1) are host-known hints that let
     the twin skip work that would not change a bit; the kernel decides per row.
     ``fly = (window, entropy_threshold, top_k)`` switches FLy's deferred acceptance on
-    (:func:`_fly_test`); its acceptances are reported in ``judge_accepted``.
+    (:func:`_fly_test`); its acceptances are reported in ``judge_accepted``. ``position_stats``
+    hands in pass 1's greedy result (validity and argmax per position), computed by a caller
+    that holds the logits in another layout; with it, an all-greedy call without FLy or
+    probability features reads nothing of ``target_logits`` but its shape.
     Returns ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
     align_accepted [B, K] bool, judge_accepted [B, K] bool,
     judge_logits [B, K] fp32 | None)``.
@@ -115,7 +119,10 @@ def native_verify(
         ok, amax, lse, align = _walk_cpu(target_logits, d, real, valid, judge, draft_probs, inv_temperature, greedy,
                                          uniforms, any_greedy, unit_scale)
     else:
-        ok, amax, lse = _position_stats(target_logits, inv_temperature, all_greedy, any_greedy, unit_scale)
+        if position_stats is not None and not all_greedy:
+            raise ValueError("position_stats is pass 1's greedy result: all_greedy calls only")
+        ok, amax, lse = position_stats or _position_stats(target_logits, inv_temperature, all_greedy, any_greedy,
+                                                          unit_scale)
         align = _align_test(target_logits, d, ok, amax, lse, draft_probs, inv_temperature, greedy, uniforms,
                             all_greedy, any_greedy) & real
     if fly is not None:  # OR-ed with the judge: a relaxed acceptance

@@ -177,3 +177,39 @@ def test_tensor_temperature_nan_and_inf_are_defined(backend):
 def test_judge_threshold_nan_refused():
     with pytest.raises(ValueError, match="judge_threshold"):
         verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5), judge_threshold=float("nan"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_flat_greedy_invalid_rows_equal_the_padded_op_and_the_plain_rule(backend, bad):
+    """Greedy in the flattened layout reads each row's maximum without copying the logits; a row
+    with a NaN or +inf entry, or all -inf, is invalid: the draft there is rejected even when it is
+    the index the maximum lands on, and the walk emits token 0 there, as the padded op does."""
+    counts, V, column = [3, 1, 0, 2], 13, 5
+    T, B, K = sum(counts), len(counts), max(counts)
+    flat = torch.randn(T + B, V, generator=torch.Generator().manual_seed(11))  # [T+B, V]
+    starts = [sum(counts[:b]) + b for b in range(B)]  # request b's first logits row
+    drafts = torch.cat([flat[s:s + c].argmax(-1) for s, c in zip(starts, counts)])  # [T] all agree
+
+    def spoil(row):  # the maximum of the spoilt row lands on ``column`` (all -inf: on 0)
+        if bad == -float("inf"):
+            flat[row] = bad
+            return 0
+        flat[row, column] = bad
+        return column
+
+    drafts[1] = spoil(starts[0] + 1)  # request 0's second draft: the spoilt row's own maximum
+    spoil(starts[2])  # request 2: its only (bonus) row
+    cu = torch.tensor(counts).cumsum(0)
+    got = verify_flat(drafts, cu, flat, max_spec_len=K, temperature=0.0, backend=backend)
+    padded = torch.zeros(B, K + 1, V)
+    padded_drafts = torch.zeros(B, K, dtype=torch.long)
+    for b, (s, c) in enumerate(zip(starts, counts)):
+        padded[b, :c + 1] = flat[s:s + c + 1]
+        padded_drafts[b, :c] = drafts[s - b:s - b + c]
+    _same(got, verify(padded_drafts, torch.tensor(counts), padded, temperature=0.0, backend="torch"))
+    # the plain rule: request 0 keeps its first draft, rejects the second and emits token 0 there;
+    # request 2 emits token 0; requests 1 and 3 keep every draft and add their bonus argmax
+    assert got.num_accepted.tolist() == [1, 1, 0, 2]
+    assert got.output_token_ids[0, :2].tolist() == [int(drafts[0]), 0] and got.output_token_ids[2, 0] == 0
+    assert got.output_token_ids[3, 2] == flat[starts[3] + 2].argmax()

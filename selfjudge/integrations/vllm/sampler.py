@@ -71,11 +71,12 @@ class SelfJudgeRejectionSampler(RejectionSampler):
             predict_bonus_token=True,
             logprobs_mode_override="processed_logits" if self.is_processed_logprobs_mode else "raw_logits",
         )
-        raw_target_logits = logits[metadata.target_logits_indices].to(torch.float32)  # [T, V]
-        target_logits = raw_target_logits if self.is_processed_logprobs_mode else raw_target_logits.clone()
+        raw_target_logits = logits[metadata.target_logits_indices].to(torch.float32)  # [T, V], a copy
+        keep_raw = sampling_metadata.max_num_logprobs is not None and not self.is_processed_logprobs_mode
+        target_logits = raw_target_logits.clone() if keep_raw else raw_target_logits
         target_logits = self.apply_logits_processors(target_logits, sampling_metadata, metadata)
         target_logits = constrain_draft_rows(target_logits, metadata.cu_num_draft_tokens, sampling_metadata)
-        output_token_ids = self._decide(metadata, draft_probs, target_logits, bonus_logits,
+        output_token_ids = self._decide(metadata, draft_probs, _flat_logits(logits, target_logits, metadata),
                                         bonus_output.sampled_token_ids, sampling_metadata)
         logprobs_tensors = None
         if sampling_metadata.max_num_logprobs is not None:
@@ -85,14 +86,9 @@ class SelfJudgeRejectionSampler(RejectionSampler):
                 bonus_output.logprobs_tensors.logprobs, output_token_ids)
         return SamplerOutput(sampled_token_ids=output_token_ids, logprobs_tensors=logprobs_tensors)
 
-    def _decide(self, metadata, draft_probs, target_logits, bonus_logits, bonus_token_ids,
+    def _decide(self, metadata, draft_probs, flat_logits, bonus_token_ids,
                 sampling_metadata) -> torch.Tensor:  # -> [B, max_spec_len + 1] int32, -1 padded
-        # target_logits [T, V] (constrained, temperature applied); bonus_logits [B, V]; bonus_token_ids [B, 1]
-        num_tokens = target_logits.shape[0]
-        batch = len(metadata.num_draft_tokens)
-        flat_logits = target_logits.new_empty((num_tokens + batch, target_logits.shape[1]))  # [T+B, V]
-        flat_logits[metadata.target_logits_indices] = target_logits
-        flat_logits[metadata.bonus_logits_indices] = bonus_logits.to(torch.float32)
+        # flat_logits [T+B, V] fp32 (draft rows constrained, temperature applied); bonus_token_ids [B, 1]
         judge = self._judge_inputs(metadata)
         out = verify_flat(
             metadata.draft_token_ids, metadata.cu_num_draft_tokens, flat_logits, draft_probs,
@@ -120,6 +116,17 @@ class SelfJudgeRejectionSampler(RejectionSampler):
         return {"hidden_states": hidden[metadata.target_logits_indices + 1], "judge_weight": self.judge.weight,
                 "judge_bias": self.judge.bias, "judge_phi_weight": self.judge.phi_weight,
                 "judge_threshold": self.judge.threshold}
+
+
+def _flat_logits(logits, target_logits, metadata) -> torch.Tensor:  # -> [T+B, V] fp32
+    """The op's input in vLLM's flattened layout: ``logits`` [T+B, V] with its draft rows replaced
+    by the processed ``target_logits`` [T, V]. fp32 logits are overwritten in place (after the
+    sampler vLLM reads them only for their shape and a NaN count), saving a [T+B, V] copy per
+    step; other dtypes are copied to fp32. The bonus rows stay raw: the op's bonus token is
+    replaced by vLLM's."""
+    flat = logits if logits.dtype == torch.float32 else logits.to(torch.float32)
+    flat[metadata.target_logits_indices] = target_logits
+    return flat
 
 
 def constrain_draft_rows(logits, cu_num_draft_tokens, sampling_metadata) -> torch.Tensor:  # -> [T, V]

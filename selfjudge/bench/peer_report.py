@@ -1,0 +1,133 @@
+"""Tables of the peer run (:mod:`selfjudge.bench.vllm_peers`): per task and concurrency, each
+method's tokens/s and its ratio to vLLM plain (paired bootstrap over generate calls), mean
+accepted length per drafted step (vLLM's definition: 1 + accepted / steps with drafts),
+per-position acceptance, judge-only tokens, and fidelity to the same engine's own target-only
+output (semantic similarity with a bootstrap interval over prompts, ROUGE-L, identical outputs).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
+
+BASELINE = "vllm plain"
+
+
+def read_blocks(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(folder).glob("*.json"))]
+
+
+def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    values = sorted(values)
+    pick = lambda q: values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]  # noqa: E731
+    return pick((1 - level) / 2), pick(1 - (1 - level) / 2)
+
+
+def speed_ratio(groups: list[tuple[int, float, int, float]], n_boot: int = 2000, seed: int = 0) -> dict:
+    """tokens/s of a method over the baseline's on the same generate calls, each ``(tokens,
+    seconds, baseline tokens, baseline seconds)``; percentile interval over resampled calls."""
+    def ratio(idx):
+        tok, sec, btok, bsec = (sum(groups[i][j] for i in idx) for j in range(4))
+        return (tok / sec) / (btok / bsec) if sec and bsec and btok else float("nan")
+
+    rng = random.Random(seed)
+    n = len(groups)
+    low, high = percentile_interval([ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)])
+    return {"ratio": ratio(range(n)), "low": low, "high": high, "calls": n}
+
+
+def mean_interval(values: list[float], n_boot: int = 2000, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    n = len(values)
+    means = [sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot)]
+    low, high = percentile_interval(means)
+    return {"mean": sum(values) / n, "low": low, "high": high, "prompts": n}
+
+
+def summarise(blocks: list[dict[str, Any]], similarity=None, rouge=None) -> list[dict[str, Any]]:
+    """One row per (task, concurrency, method). ``similarity(texts, refs) -> list[float]`` and
+    ``rouge(text, ref) -> float`` default to the package's MiniLM cosine and ROUGE-L."""
+    if similarity is None:
+        from selfjudge.tasks.semantic import semantic_similarity as similarity
+    if rouge is None:
+        from selfjudge.tasks.metrics import rouge_l as rouge
+    rows = []
+    for (task, concurrency), group in sorted(_grouped(blocks).items()):
+        methods = [m for m in group[0]["methods"] if all(m in b["methods"] for b in group)]
+        for method in methods:
+            rows.append(_row(task, concurrency, method, group, similarity, rouge))
+    return rows
+
+
+def _grouped(blocks):
+    out: dict[tuple[str, int], list[dict]] = {}
+    for b in blocks:
+        out.setdefault((b["task"], b["concurrency"]), []).append(b)
+    return out
+
+
+def _row(task, concurrency, method, group, similarity, rouge) -> dict[str, Any]:
+    reference = REFERENCE[method]
+    texts = [t for b in group for t in b["texts"][method]]
+    ids = [t for b in group for t in b["methods"][method]["token_ids"]]
+    ref_texts = [t for b in group for t in b["texts"][reference]]
+    ref_ids = [t for b in group for t in b["methods"][reference]["token_ids"]]
+    calls = []
+    for b in group:
+        own, base = b["methods"][method], b["methods"][BASELINE]
+        size = len(own["token_ids"]) // len(own["seconds"])
+        for j, (sec, bsec) in enumerate(zip(own["seconds"], base["seconds"])):
+            tok = sum(len(t) for t in own["token_ids"][j * size:(j + 1) * size])
+            btok = sum(len(t) for t in base["token_ids"][j * size:(j + 1) * size])
+            calls.append((tok, sec, btok, bsec))
+    counts = _counts(group, method)
+    semantic = similarity(texts, ref_texts)
+    tokens, seconds = sum(c[0] for c in calls), sum(c[1] for c in calls)
+    return {"task": task, "concurrency": concurrency, "method": method, "reference": reference,
+            "prompts": len(texts), "new_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
+            "vs_vllm_plain": speed_ratio(calls), **counts,
+            "semantic_fidelity": mean_interval(semantic), "per_prompt_semantic": semantic,
+            "rouge_l": sum(rouge(t, r) for t, r in zip(texts, ref_texts)) / len(texts),
+            "identical_outputs": sum(a == b for a, b in zip(ids, ref_ids))}
+
+
+def _counts(group, method) -> dict[str, Any]:
+    drafts = accepted = judge_only = 0
+    per_position: list[int] = []
+    for b in group:
+        spec = b["methods"][method].get("spec_decode") or {}
+        drafts += spec.get("num_drafts", 0)
+        accepted += spec.get("num_accepted_tokens", 0)
+        judge_only += spec.get("judge_only_total", 0)
+        plugin = b["methods"][method].get("plugin") or {}
+        judge_only += plugin.get("judge_only_total", 0)
+        per_position = add_elementwise(per_position, spec.get("accepted_per_position", []))
+    return {"steps_with_drafts": drafts, "accepted_tokens": accepted, "judge_only_tokens": judge_only,
+            "m_drafted": 1 + accepted / drafts if drafts else 1.0,
+            "acceptance_by_position": [a / drafts for a in per_position] if drafts else []}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| task | seqs | method | tok/s | x vLLM plain [95% CI] | m (drafted steps) | acceptance by position "
+             "| judge-only | semantic [95% CI] | ROUGE-L | identical |", "|" + "---|" * 11]
+    for r in rows:
+        s, v = r["semantic_fidelity"], r["vs_vllm_plain"]
+        pos = " / ".join(f"{a:.2f}" for a in r["acceptance_by_position"]) or "-"
+        lines.append(f"| {r['task']} | {r['concurrency']} | {r['method']} | {r['tokens_per_s']:.1f} | "
+                     f"{v['ratio']:.2f} [{v['low']:.2f}, {v['high']:.2f}] | {r['m_drafted']:.2f} | {pos} | "
+                     f"{r['judge_only_tokens']} | {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
+                     f"{r['rouge_l']:.3f} | {r['identical_outputs']}/{r['prompts']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(folder: Path) -> list[dict[str, Any]]:
+    """``results.json`` and ``results.md`` beside ``folder``'s ``blocks/``."""
+    folder = Path(folder)
+    rows = summarise(read_blocks(folder / "blocks"))
+    (folder / "results.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    (folder / "results.md").write_text(markdown(rows), encoding="utf-8")
+    return rows
