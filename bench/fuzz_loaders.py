@@ -11,7 +11,8 @@ the address-space limit) is a failure, reported with its mutation.
     python bench/fuzz_loaders.py --per-loader 200 --out fuzz.json     # the benchmark run
     python bench/fuzz_loaders.py --per-loader 20                      # what CI runs
 
-Loaders: verifier, n-gram store, EAGLE head folder, label folder, bench blocks (the report),
+Loaders: verifier, n-gram store, EAGLE head folder, draft model folder (with the target's
+tokenizer check), label folder, bench blocks (the report),
 import-head pickle and JSON, the model cache's completion marker (``is_complete`` must answer
 True or False, never raise).
 """
@@ -287,11 +288,43 @@ def check_cache_entry(path: Path):
     return answer
 
 
+def _save_tiny_llama(folder: Path, seed: int) -> Path:
+    """A one-layer Llama and a word-level tokenizer saved as a Hugging Face folder."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(29)]
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=2)).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_draft(folder: Path) -> Path:
+    if not _DRAFT_TARGET:
+        _DRAFT_TARGET.append(_save_tiny_llama(Path(tempfile.mkdtemp(prefix="fuzz-target-")), 0))
+    return _save_tiny_llama(folder / "draft", 1)
+
+
+def load_draft(path: Path):
+    from selfjudge.models.pair import load_pair
+
+    return load_pair(str(_DRAFT_TARGET[0]), str(path), drafter="model")
+
+
 _TARGET: list = []
+_DRAFT_TARGET: list = []
 LOADERS = {  # name -> (make a valid input in a folder, load it)
     "verifier": (make_verifier, load_verifier_and_budget),
     "ngram-store": (make_store, load_store),
     "eagle-head": (make_eagle, load_eagle),
+    "draft-folder": (make_draft, load_draft),
     "labels": (make_labels, load_labels),
     "bench-blocks": (make_blocks, load_blocks),
     "import-head-pickle": (make_head_pickle, load_head),

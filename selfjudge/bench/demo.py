@@ -20,6 +20,8 @@ import platform
 import time
 from pathlib import Path
 
+from selfjudge.writes import save_figure
+
 _log = logging.getLogger(__name__)
 
 
@@ -95,7 +97,7 @@ def plot_demo(rows: list[dict], path: Path) -> None:
     for ax in (a, b):
         ax.tick_params(axis="x", labelrotation=15)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

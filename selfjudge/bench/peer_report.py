@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
+from selfjudge.writes import write_json, write_text
 
 BASELINE = "vllm plain"
 
@@ -128,6 +129,6 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     """``results.json`` and ``results.md`` beside ``folder``'s ``blocks/``."""
     folder = Path(folder)
     rows = summarise(read_blocks(folder / "blocks"))
-    (folder / "results.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    (folder / "results.md").write_text(markdown(rows), encoding="utf-8")
+    write_json(folder / "results.json", rows)
+    write_text(folder / "results.md", markdown(rows))
     return rows

@@ -10,7 +10,6 @@ per task and batch size) and two PNG figures:
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from selfjudge.bench.block_schema import check_block
 from selfjudge.bench.pareto import gap_interval, pareto_gap  # noqa: F401 (pareto_gap: the scripts' import)
 from selfjudge.json_io import read_json
+from selfjudge.writes import save_figure, write_json, write_text
 
 BLOCKS = "blocks"
 FAMILY_STYLE = {
@@ -229,7 +229,7 @@ def plot(blocks: list[dict[str, Any]], folder: Path) -> list[Path]:
         axes[0][0].legend(fontsize=8)
         fig.tight_layout()
         path = folder / fname
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
         plt.close(fig)
         written.append(path)
     return written
@@ -242,7 +242,7 @@ def write_report(folder: Path) -> dict[str, Any]:
     if not blocks:
         raise FileNotFoundError(f"{folder / BLOCKS}: no finished blocks")
     merged = {"blocks": blocks}
-    (folder / "results.json").write_text(json.dumps(merged, indent=1))
-    (folder / "results.md").write_text(markdown(blocks))
+    write_json(folder / "results.json", merged)
+    write_text(folder / "results.md", markdown(blocks))
     plot(blocks, folder)
     return merged

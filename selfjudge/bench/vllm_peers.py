@@ -22,10 +22,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selfjudge.writes import open_append, write_json
+
 _log = logging.getLogger(__name__)
 
-VLLM_METHODS = {"vllm plain": "plain", "vllm ngram": "ngram", "vllm ngram + plugin lossless": "ngram+lossless",
-                "vllm ngram + SelfJudge": "ngram+selfjudge"}
+VLLM_METHODS = {"vllm plain": "plain", "vllm ngram": "speculative", "vllm ngram + plugin lossless": "plugin-lossless",
+                "vllm ngram + SelfJudge": "plugin-selfjudge"}
 ENGINE_METHODS = ("engine target-only", "engine standard SD", "engine SelfJudge")
 #: each method's reference for fidelity: the same engine's own target-only output
 REFERENCE = {**{name: "vllm plain" for name in VLLM_METHODS}, **{name: "engine target-only" for name in ENGINE_METHODS}}
@@ -72,7 +74,7 @@ class VllmProcess:
         if libiomp.exists():  # vLLM's CPU build wants its OpenMP runtime preloaded
             env["LD_PRELOAD"] = ":".join(p for p in (str(libiomp), env.get("LD_PRELOAD")) if p)
         self.name = name
-        self._log = open(log_path, "a", encoding="utf-8")
+        self._log = open_append(log_path)
         self._proc = subprocess.Popen([python, "-m", "selfjudge.integrations.vllm.worker_process"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
                                       env=env)
@@ -157,7 +159,7 @@ def _run_task(spec: PeerSpec, task: str, target_dir: str, todo: list[tuple[int, 
                      "texts": {n: [tokenizer.decode(t, skip_special_tokens=True) for t in o["token_ids"]]
                                for n, o in outputs.items()},
                      "methods": outputs, "written": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            _write_atomic(block_path(spec, task, concurrency, index), block)
+            write_json(block_path(spec, task, concurrency, index), block)
     finally:
         for decoder in decoders.values():
             if isinstance(decoder, VllmProcess):
@@ -204,8 +206,8 @@ def _start_vllm(spec: PeerSpec, task: str, target_dir: str, verifier: str | None
     for name, method in VLLM_METHODS.items():
         if name not in spec.methods:
             continue
-        kwargs = engine_kwargs(method, target_dir, verifier=verifier if method == "ngram+selfjudge" else None,
-                               threshold=threshold if method == "ngram+selfjudge" else None,
+        kwargs = engine_kwargs(method, target_dir, verifier=verifier if method == "plugin-selfjudge" else None,
+                               threshold=threshold if method == "plugin-selfjudge" else None,
                                speculative=ngram_config(spec.k), max_num_seqs=max(spec.concurrencies),
                                kv_cache_gib=spec.kv_cache_gib)
         _log.info(f"{task}: starting {name}")
@@ -267,7 +269,3 @@ def add_elementwise(a: list[int], b: list[int]) -> list[int]:
     return [x + y for x, y in zip(a + [0] * (n - len(a)), b + [0] * (n - len(b)))]
 
 
-def _write_atomic(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-    os.replace(tmp, path)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfjudge.bench.report import BLOCKS, write_report
+from selfjudge.writes import write_json
 
 DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128, "summarize": 96}
 SWEEP = ["q0.50", "q0.80", "q0.90", "q0.95", "q0.98", "q0.99"]
@@ -322,9 +323,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
             "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
         }
         path = spec.out / BLOCKS / f"{task_name}_b{b}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(block, indent=1))
-        os.replace(tmp, path)  # a block is either whole or absent
+        write_json(path, block)  # a block is either whole or absent
         write_report(spec.out)
         best = max((r for r in rows if r["policy"] != "autoregressive"), key=lambda r: r["tokens_per_s"], default=None)
         _log.info(f"[wallclock] {task_name} batch {b}: {len(rows)} configurations in {block['block_seconds']:.0f} s"

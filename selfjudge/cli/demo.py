@@ -3,11 +3,11 @@ rule within it, on an open-ended task's prompts, one table."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name,
                                   finite_float, parse_threshold, positive_int)
+from selfjudge.writes import write_json
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 
@@ -77,7 +77,7 @@ def run(args) -> int:
     print(marked(sample["pieces"], color=not args.no_color))
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "demo.json").write_text(json.dumps(report, indent=2))
+    write_json(args.out / "demo.json", report, indent=2)
     plot_demo(rows, args.out / "demo.png")
     print(f"\nwrote {args.out / 'demo.json'} and {args.out / 'demo.png'} ({report['total_s']:.0f} s in all)")
     return 0

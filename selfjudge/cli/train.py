@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from selfjudge.cli.common import add_command, finite_float
+from selfjudge.writes import write_json
 
 
 def register(subparsers) -> None:
@@ -48,8 +49,7 @@ def run(args) -> int:
     print(format_report(report))
     print(f"wrote {args.out} (hidden size {verifier.hidden_size}, thresholds: {', '.join(verifier.thresholds)})")
     if args.report:
-        with open(args.report, "w") as f:
-            json.dump(report, f, indent=1)
+        write_json(args.report, report)
     return 0
 
 

@@ -173,7 +173,7 @@ def shipped_verifier_for(method: str, pair: str, tasks, drafter: str = "model") 
 
 def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     """Write ``verifier`` to ``path`` (safetensors + JSON header metadata)."""
-    from selfjudge.safetensors_io import save_safetensors
+    from selfjudge.writes import save_safetensors
 
     meta = dict(verifier.metadata)
     meta["thresholds"] = verifier.thresholds
@@ -187,14 +187,8 @@ def save_verifier(verifier: Verifier, path: str | os.PathLike) -> None:
     if os.path.isdir(path):
         raise ValueError(f"out: {path} is a folder; give the verifier's file name (e.g. {path}/judge.safetensors)")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp"  # renamed into place: a killed write never leaves a torn verifier
-    try:
-        save_safetensors(tensors, tmp, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
+    # renamed into place: a killed write never leaves a torn verifier
+    save_safetensors(tensors, path, metadata={"format": FORMAT, _META_KEY: json.dumps(meta, sort_keys=True)})
 
 
 def load_verifier(

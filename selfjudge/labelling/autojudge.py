@@ -13,7 +13,6 @@ common label-shard format so one trainer and one kernel serve both methods.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import zlib
 from typing import Any, Callable, Sequence
@@ -164,8 +163,9 @@ def _mine_into(writer, target, draft, tokenizer, task, examples, out_dir, hidden
         # one committed batch per prompt, so that costs stay per prompt and a kill loses one prompt at most
         writer.write([ex.prompt_id], rows, r.feature_matrix(hidden), stats=record)
     summary = summarise(writer.records, method="autojudge")
-    with open(os.path.join(out_dir, SUMMARY), "w") as f:
-        json.dump(summary, f, indent=1)
+    from selfjudge.writes import write_json
+
+    write_json(os.path.join(out_dir, SUMMARY), summary)
     return summary
 
 

@@ -18,7 +18,6 @@ N=0 (``window=0``) is the prefix-only ablation through the same code.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import torch
 
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
+from selfjudge.writes import write_json
 
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
@@ -82,7 +82,7 @@ def _summarise(out_dir: Path, writer: ShardWriter, wall: float) -> dict:
         if len(rows)
         else None,
     }
-    (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_json(out_dir / SUMMARY, summary, indent=2)
     return summary
 
 

@@ -34,7 +34,7 @@ from safetensors.torch import load_file
 
 from selfjudge.folders import lock_folder, remove_job_folder
 from selfjudge.json_io import parse_json, read_json
-from selfjudge.safetensors_io import save_safetensors
+from selfjudge.writes import open_append, save_safetensors, write_text
 
 from .tau import apply_tau, tau_from_quantile
 
@@ -43,15 +43,6 @@ PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
 _log = logging.getLogger(__name__)
 _SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|jsonl)(\.tmp)?$")
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_progress(out_dir: str | Path) -> list[dict]:
@@ -110,7 +101,7 @@ class ShardWriter:
             self._record_command(old, manifest.get("command"))
         else:
             self.manifest = dict(manifest)
-        _atomic_write_text(mpath, json.dumps(self.manifest, indent=2))
+        write_text(mpath, json.dumps(self.manifest, indent=2))
         self.records = read_progress(self.dir)
         self._repair()
 
@@ -128,7 +119,7 @@ class ShardWriter:
         text = "".join(json.dumps(r) + "\n" for r in self.records)
         ppath = self.dir / PROGRESS
         if not ppath.exists() or ppath.read_text(encoding="utf-8") != text:
-            _atomic_write_text(ppath, text)
+            write_text(ppath, text)
         committed = {r["shard"] for r in self.records if r.get("shard")}
         self.next_index = 0
         for r in self.records:
@@ -136,7 +127,8 @@ class ShardWriter:
                 self.next_index = max(self.next_index, int(r["shard"].split("-")[1]) + 1)
         for p in self.dir.iterdir():
             m = _SHARD_RE.match(p.name)
-            if m and (m.group(3) or f"shard-{m.group(1)}" not in committed):
+            stale_temporary = p.name.startswith(".") and p.name.endswith(".tmp")  # a killed write's
+            if stale_temporary or (m and (m.group(3) or f"shard-{m.group(1)}" not in committed)):
                 p.unlink()
 
     @property
@@ -157,20 +149,12 @@ class ShardWriter:
         name = None
         if rows:
             name = f"shard-{self.next_index:05d}"
-            st_tmp = self.dir / f"{name}.safetensors.tmp"
             save_safetensors({k: t.detach().to("cpu", torch.float32).contiguous() for k, t in tensors.items()},
-                             str(st_tmp))
-            jl_tmp = self.dir / f"{name}.jsonl.tmp"
-            with open(jl_tmp, "w", encoding="utf-8") as f:
-                for row in rows:
-                    f.write(json.dumps(row) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(st_tmp, self.dir / f"{name}.safetensors")
-            os.replace(jl_tmp, self.dir / f"{name}.jsonl")
+                             self.dir / f"{name}.safetensors")
+            write_text(self.dir / f"{name}.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
             self.next_index += 1
         record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {}}
-        with open(self.dir / PROGRESS, "a", encoding="utf-8") as f:
+        with open_append(self.dir / PROGRESS) as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -183,7 +167,7 @@ class ShardWriter:
 
     def update_manifest(self, **fields) -> None:
         self.manifest.update(fields)
-        _atomic_write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
+        write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
 
 
 def _shard_names(out_dir: Path) -> list[str]:
@@ -242,7 +226,7 @@ def relabel(out_dir: str | Path, tau: float) -> None:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         for row in rows:
             row["label"] = int(row["score"] > tau)
-        _atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+        write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def score_field(score: str | None) -> str:

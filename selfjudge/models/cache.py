@@ -45,17 +45,17 @@ def is_complete(folder: str | os.PathLike) -> bool:
 def _seal(folder: Path, marker_text: str) -> None:
     """Give every file the umask's mode (``save_pretrained`` writes 0600) and write the marker:
     ``marker_text`` (a JSON object) plus each file's size."""
-    umask = os.umask(0)
-    os.umask(umask)
+    from selfjudge.writes import file_mode, write_json
+
     files = {}
     for path in sorted(folder.rglob("*")):
         if path.is_file():
-            os.chmod(path, 0o666 & ~umask)
+            os.chmod(path, file_mode())
             files[str(path.relative_to(folder))] = path.stat().st_size
     marker = json.loads(marker_text)
     if not isinstance(marker, dict):
         raise ValueError(f"marker_text must be a JSON object, got {marker_text!r:.80}")
-    (folder / COMPLETE_MARKER).write_text(json.dumps({**marker, "files": files}), encoding="utf-8")
+    write_json(folder / COMPLETE_MARKER, {**marker, "files": files}, indent=None)
 
 
 @contextlib.contextmanager

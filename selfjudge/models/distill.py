@@ -358,17 +358,17 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
 def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None = None) -> Path:
     """Write the shippable draft: ``draft.safetensors`` (trainable tensors in ``dtype``
     + ``head_vocab_ids``) and ``draft.json`` (config, layers, seed, data, steps, metrics)."""
-    from selfjudge.safetensors_io import save_safetensors
+    from selfjudge.writes import save_safetensors, write_json
 
     ckpt_dir, export_dir = Path(ckpt_dir), Path(export_dir)
     state = json.loads((ckpt_dir / "state.json").read_text())
     tensors = {k: v.to(dtype) for k, v in read_checkpoint(ckpt_dir, state, "draft", legacy="draft.safetensors").items()}
     tensors["head_vocab_ids"] = torch.tensor(state["head_vocab_ids"], dtype=torch.int32)
     export_dir.mkdir(parents=True, exist_ok=True)
-    save_safetensors(tensors, str(export_dir / "draft.safetensors"), metadata={"format": "selfjudge-draft-v1"})
+    save_safetensors(tensors, export_dir / "draft.safetensors", metadata={"format": "selfjudge-draft-v1"})
     meta = {k: v for k, v in state.items() if k != "head_vocab_ids"}
     meta.update({"format": "selfjudge-draft-v1", "dtype": str(dtype).replace("torch.", ""),
                  "source_layers": state["layers"], "steps": state["step"]})
     meta.update(extra or {})
-    (export_dir / "draft.json").write_text(json.dumps(meta, indent=1))
+    write_json(export_dir / "draft.json", meta)
     return export_dir

@@ -20,7 +20,6 @@ heads use other layouts and are not supported.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -114,16 +113,16 @@ def head_config(target_config, **overrides):
 
 def save_eagle_head(head: EagleHead, folder: str | Path, metadata: dict | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` (the published layout) and ``eagle.json``."""
-    from selfjudge.safetensors_io import save_safetensors
+    from selfjudge.writes import save_safetensors, write_json
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     config = head.config.to_dict()
     config["bias"] = head.fc.bias is not None
-    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    write_json(folder / "config.json", config)
     tensors = {k: v.detach().contiguous() for k, v in head.trainable_state().items()}
-    save_safetensors(tensors, str(folder / _WEIGHTS), metadata={"format": EAGLE_FORMAT})
-    (folder / "eagle.json").write_text(json.dumps({"format": EAGLE_FORMAT, **(metadata or {})}, indent=1))
+    save_safetensors(tensors, folder / _WEIGHTS, metadata={"format": EAGLE_FORMAT})
+    write_json(folder / "eagle.json", {"format": EAGLE_FORMAT, **(metadata or {})})
     return folder
 
 

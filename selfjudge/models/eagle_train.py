@@ -64,13 +64,15 @@ def self_generated_sequences(target, tokenizer, prompts: list[list[int]], path: 
     (JSON lines, appended one batch at a time: a rerun continues where a killed one stopped)."""
     from tqdm.auto import tqdm
 
+    from selfjudge.writes import open_append
+
     from .generation import greedy_responses
 
     path = Path(path)
     done = read_sequences(path) if path.exists() else []
     path.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(total=len(prompts), initial=min(len(done), len(prompts)), desc="self-text", disable=not progress)
-    with open(path, "a", encoding="utf-8") as f:
+    with open_append(path) as f:
         for b0 in range(len(done), len(prompts), batch_size):
             batch = prompts[b0:b0 + batch_size]
             for p, r in zip(batch, greedy_responses(target, tokenizer, batch, max_new_tokens)):
@@ -320,7 +322,8 @@ def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: tor
         head.body.layers.to(dtype)
     folder = save_eagle_head(head, folder, meta)
     if state.get("vocab_ids") is not None:
-        from selfjudge.safetensors_io import save_safetensors
+        from selfjudge.writes import save_safetensors
 
-        save_safetensors({"vocab_ids": torch.tensor(state["vocab_ids"], dtype=torch.int64)}, str(Path(folder) / DRAFT_VOCAB_FILE))
+        save_safetensors({"vocab_ids": torch.tensor(state["vocab_ids"], dtype=torch.int64)},
+                         Path(folder) / DRAFT_VOCAB_FILE)
     return folder

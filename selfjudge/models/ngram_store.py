@@ -121,19 +121,17 @@ class NgramStore:
 
     def save(self, path: str | Path) -> Path:
         """Write the sequences and settings to one safetensors file (written whole or not at all)."""
-        import os
 
         import torch
-        from safetensors.torch import save_file
+
+        from selfjudge.writes import save_safetensors
 
         path = Path(path)
         lengths = torch.tensor([len(s) for s in self.sequences], dtype=torch.int64)  # [S]
         tokens = torch.tensor([t for s in self.sequences for t in s], dtype=torch.int32)  # [sum of lengths]
         meta = {"format": _FORMAT, "settings": json.dumps({k: v for k, v in self.settings().items() if k != "tokens"})}
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        save_file({"tokens": tokens, "lengths": lengths}, str(tmp), metadata=meta)
-        os.replace(tmp, path)
+        save_safetensors({"tokens": tokens, "lengths": lengths}, path, metadata=meta)
         return path
 
 

@@ -23,6 +23,8 @@ import torch
 from .cache import atomic_folder, default_cache_dir, is_complete
 from .draft import SUBVOCAB_FILE, build_draft_from_target, restrict_head
 from .gguf_convert import ensure_smollm2_target
+from .hf_folder import load_causal_lm as _load_hf_causal_lm
+from .hf_folder import load_tokenizer
 
 _log = logging.getLogger(__name__)
 
@@ -90,24 +92,11 @@ def check_same_tokenizer(target_tok, draft_tok, *, target_name: str = "target", 
         raise TokenizerMismatchError(f"draft: added tokens of {draft_name} and {target_name} differ")
 
 
-def load_tokenizer(folder: str | os.PathLike, role: str = "target"):
-    """The folder's tokenizer; a missing or damaged tokenizer file (a truncated ``tokenizer.json``
-    raises a JSON error that names no file) is one ``ValueError`` naming ``role`` and the folder."""
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-        raise ValueError(f"{role}: no tokenizer could be loaded from {folder} ({type(err).__name__}: "
-                         f"{str(err)[:200]})") from None
-
-
-def load_causal_lm(folder: str | os.PathLike, dtype: torch.dtype = torch.float32):
-    """Load an HF causal LM folder; a folder with ``selfjudge_head_vocab.safetensors``
-    gets its LM head restricted to that sub-vocabulary (full-vocabulary logits out)."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+def load_causal_lm(folder: str | os.PathLike, dtype: torch.dtype = torch.float32, role: str = "target"):
+    """Load an HF causal LM folder (:func:`.hf_folder.load_causal_lm`: a damaged folder is one
+    ``ValueError``); a folder with ``selfjudge_head_vocab.safetensors`` gets its LM head
+    restricted to that sub-vocabulary (full-vocabulary logits out)."""
+    model = _load_hf_causal_lm(folder, dtype, role)
     sub = Path(folder) / SUBVOCAB_FILE
     if sub.is_file():
         from safetensors.torch import load_file
@@ -125,8 +114,9 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
     """Assemble the shipped draft layers with the target's embeddings/head into a normal
     HF folder in the cache (atomic; keyed by the shipped weights' digest)."""
     from safetensors.torch import load_file
-    from selfjudge.safetensors_io import save_safetensors
     from transformers import AutoModelForCausalLM
+
+    from selfjudge.writes import save_safetensors, write_json
 
     weights = asset_dir / "draft.safetensors"
     if not weights.is_file():
@@ -149,8 +139,8 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
         draft.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         if vocab_ids is not None:
-            save_safetensors({"head_vocab_ids": vocab_ids.to(torch.int64)}, str(tmp / SUBVOCAB_FILE))
-        (tmp / "draft.json").write_text(json.dumps(info, indent=1))
+            save_safetensors({"head_vocab_ids": vocab_ids.to(torch.int64)}, tmp / SUBVOCAB_FILE)
+        write_json(tmp / "draft.json", info)
     return folder
 
 
@@ -215,7 +205,6 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
     ``load_pair(target, draft)``: two HF folders (or hub ids); raises
     :class:`TokenizerMismatchError` (a ``ValueError``) if their tokenizers differ.
     """
-    from transformers import AutoTokenizer
 
     from selfjudge.devices import resolve_device, resolve_dtype
 
@@ -237,10 +226,7 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
         target_dir, draft_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target, draft
     tokenizer = load_tokenizer(target_dir, "target")
     if drafter == "model":  # refuse a draft with other token ids before loading any weights
-        try:
-            draft_tok = AutoTokenizer.from_pretrained(draft_dir)
-        except (OSError, ValueError) as err:
-            raise TokenizerMismatchError(f"draft: no tokenizer could be loaded from {draft_dir}: {err}") from err
+        draft_tok = load_tokenizer(draft_dir, "draft")
         check_same_tokenizer(tokenizer, draft_tok, target_name=str(target_dir), draft_name=str(draft_dir))
     target_model = load_causal_lm(target_dir, dtype).to(device)
     if drafter == "prompt-lookup":
@@ -251,7 +237,7 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
         if draft is None and not builtin:
             raise ValueError("draft: give the EAGLE head folder for a target other than the built-in pair's")
         return ModelPair(target_model, load_eagle_draft(draft or SHIPPED_EAGLE_DIR, target_model), tokenizer)
-    draft_model = load_causal_lm(draft_dir, dtype).to(device)
+    draft_model = load_causal_lm(draft_dir, dtype, "draft").to(device)
     if draft_model.config.vocab_size != target_model.config.vocab_size:
         raise TokenizerMismatchError(f"draft: vocab_size {draft_model.config.vocab_size} != target's "
                                      f"{target_model.config.vocab_size}")

@@ -6,7 +6,6 @@ per-sequence tensors this way: key ``"{index}.{name}"``, written atomically.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
@@ -16,10 +15,9 @@ __all__ = ["save_records", "load_records", "write_checkpoint", "read_checkpoint"
 
 def save_records(path: str | Path, records: list[dict[str, torch.Tensor]]) -> None:
     """Write ``records`` to ``path`` (a temporary file, then renamed)."""
-    from selfjudge.safetensors_io import save_safetensors
+    from selfjudge.writes import save_safetensors
 
-    save_safetensors({f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}, str(path) + ".tmp")
-    os.replace(str(path) + ".tmp", path)
+    save_safetensors({f"{i}.{k}": v.contiguous() for i, r in enumerate(records) for k, v in r.items()}, path)
 
 
 def load_records(path: str | Path) -> list[dict[str, torch.Tensor]]:
@@ -46,15 +44,14 @@ def write_checkpoint(out: str | Path, tensors: dict[str, dict[str, torch.Tensor]
     steps are deleted. Readers go through ``state.json`` (:func:`read_checkpoint`), so
     tensors and state always come from the same step.
     """
-    from selfjudge.safetensors_io import save_safetensors
+    from selfjudge.writes import save_safetensors
 
     out = Path(out)
     step = int(state["step"])
     files = {}
     for group, tensors_of_group in tensors.items():
         name = f"{group}-{step:08d}.safetensors"
-        save_safetensors({k: v.detach().contiguous() for k, v in tensors_of_group.items()}, str(out / (name + ".tmp")))
-        os.replace(out / (name + ".tmp"), out / name)
+        save_safetensors({k: v.detach().contiguous() for k, v in tensors_of_group.items()}, out / name)
         files[group] = name
     state["checkpoint"] = files
     write_state(out, state)
@@ -66,14 +63,9 @@ def write_checkpoint(out: str | Path, tensors: dict[str, dict[str, torch.Tensor]
 
 def write_state(out: str | Path, state: dict) -> None:
     """Replace ``out/state.json`` atomically (never a torn file, whenever the job is killed)."""
-    import json
+    from selfjudge.writes import write_json
 
-    tmp = Path(out) / (STATE_FILE + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(state, indent=1))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, Path(out) / STATE_FILE)
+    write_json(Path(out) / STATE_FILE, state)
 
 
 def read_checkpoint(out: str | Path, state: dict, group: str, legacy: str) -> dict[str, torch.Tensor] | None:

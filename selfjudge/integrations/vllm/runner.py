@@ -1,9 +1,10 @@
 """Build a vLLM engine for one compared method and time greedy generations on it.
 
-The methods a peer comparison needs: ``plain`` (no speculation), ``ngram`` (vLLM's prompt-lookup
-speculation with vLLM's own rejection sampler), ``ngram+lossless`` (the same with this package's
-verify op through the plugin) and ``ngram+selfjudge`` (the plugin with a verifier). Engines run in
-this process with vLLM's single-process executor, so the plugin's counters are one call away.
+The methods a peer comparison needs: ``plain`` (no speculation), ``speculative`` (vLLM's
+speculation, prompt lookup unless ``speculative=`` says otherwise, with vLLM's own rejection
+sampler), ``plugin-lossless`` (the same with this package's verify op through the plugin) and
+``plugin-selfjudge`` (the plugin with a verifier). Engines run in this process with vLLM's
+single-process executor, so the plugin's counters are one call away.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from . import WORKER_EXTENSION
 
-METHODS = ("plain", "ngram", "ngram+lossless", "ngram+selfjudge")
+METHODS = ("plain", "speculative", "plugin-lossless", "plugin-selfjudge")
 
 
 def ngram_config(num_speculative_tokens: int = 3, prompt_lookup_max: int = 3, prompt_lookup_min: int = 2) -> dict:
@@ -39,11 +40,11 @@ def engine_kwargs(method: str, model: str, *, verifier: str | None = None, thres
               "enable_prefix_caching": prefix_caching}
     if method != "plain":
         kwargs["speculative_config"] = speculative or ngram_config()
-    if method == "ngram+lossless":
+    if method == "plugin-lossless":
         kwargs["additional_config"] = {"selfjudge": {}}
-    if method == "ngram+selfjudge":
+    if method == "plugin-selfjudge":
         if verifier is None:
-            raise ValueError("method 'ngram+selfjudge' needs a verifier")
+            raise ValueError("method 'plugin-selfjudge' needs a verifier")
         entry = {"verifier": verifier}
         if threshold is not None:
             entry["threshold"] = threshold

@@ -144,7 +144,8 @@ def test_sampling_follows_the_target_and_an_accept_all_judge_does_not(accept_all
     sampler = plugin_sampler(judge)
     sampler.captured_hidden = torch.zeros(2 * B, H)
     torch.manual_seed(7)
-    out = sampler.forward(meta, q.repeat(B, 1).contiguous(), logits, sampling_metadata(B, temperature)).sampled_token_ids
+    draft_probs = q.repeat(B, 1).contiguous()  # [T, V]
+    out = sampler.forward(meta, draft_probs, logits, sampling_metadata(B, temperature)).sampled_token_ids
     first = np.bincount(out[:, 0].numpy(), minlength=V)
     stat = chi_square(first, p.numpy())
     critical = 20.52  # chi-square, 5 degrees of freedom, p = 0.001
@@ -209,12 +210,24 @@ print("RESULT " + json.dumps(out))
 
 def test_lossless_plugin_equals_vllms_sampler_and_plain_vllm(target_dir, prompt_ids):
     plain = run_engine("plain", target_dir, prompt_ids)
-    ngram = run_engine("ngram", target_dir, prompt_ids)
-    plugin = run_engine("ngram+lossless", target_dir, prompt_ids)
+    ngram = run_engine("speculative", target_dir, prompt_ids)
+    plugin = run_engine("plugin-lossless", target_dir, prompt_ids)
     assert plugin["token_ids"] == ngram["token_ids"] == plain["token_ids"]
     counters = plugin["plugin"]
     assert counters["drafted_total"] > 0 and counters["accepted_total"] > 0 and counters["judge_only_total"] == 0
     assert ngram["plugin"] is None and plain["plugin"] is None
+
+
+def test_draft_model_speculation_goes_through_the_plugin_losslessly(target_dir, prompt_ids):
+    """vLLM's draft-model speculation (the target as its own draft: the one model on this disk)
+    calls the same sampler: through the plugin its greedy output equals plain vLLM's, and the
+    plugin counts every draft as accepted (a draft equal to the target is always right)."""
+    draft = {"method": "draft_model", "model": target_dir, "num_speculative_tokens": 2}
+    plain = run_engine("plain", target_dir, prompt_ids[:3], concurrency=3)
+    plugin = run_engine("plugin-lossless", target_dir, prompt_ids[:3], concurrency=3, speculative=draft)
+    assert plugin["token_ids"] == plain["token_ids"]
+    counters = plugin["plugin"]
+    assert counters["drafted_total"] > 0 and counters["accepted_total"] == counters["drafted_total"]
 
 
 def _judge_file(tmp_path, target="smollm2-135m", seed=0):
@@ -231,7 +244,7 @@ def test_the_judge_accepts_counted_tokens_with_the_plain_formulas_logits(tmp_pat
     ``h @ w + b`` with ``h`` Hugging Face's final hidden state after that draft token, replayed
     on the request's context of that step."""
     path, w = _judge_file(tmp_path)
-    out = run_engine("ngram+selfjudge", target_dir, prompt_ids, concurrency=5, record=True,
+    out = run_engine("plugin-selfjudge", target_dir, prompt_ids, concurrency=5, record=True,
                      verifier=path, threshold=-1.0)
     assert out["plugin"]["judge_only_total"] > 0 and out["plugin"]["threshold"] == -1.0
     from transformers import AutoModelForCausalLM
@@ -256,4 +269,4 @@ def test_the_judge_accepts_counted_tokens_with_the_plain_formulas_logits(tmp_pat
 def test_a_verifier_for_another_model_is_refused_at_start_up(tmp_path, target_dir, prompt_ids):
     path, _ = _judge_file(tmp_path, target="another-model")
     with pytest.raises(RuntimeError, match="trained for target model 'another-model'"):
-        run_engine("ngram+selfjudge", target_dir, prompt_ids[:1], verifier=path, threshold=0.0)
+        run_engine("plugin-selfjudge", target_dir, prompt_ids[:1], verifier=path, threshold=0.0)

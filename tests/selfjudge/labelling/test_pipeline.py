@@ -201,3 +201,28 @@ def test_train_from_either_stored_score(pair, tmp_path):
         train_from_labels([str(tmp_path / "l")], score="confidence")
     with pytest.raises(ValueError, match="score must be"):
         resolve_tau([str(tmp_path / "l")], None, 0.5, score="entropy")
+
+
+def test_links_planted_under_every_output_name_are_never_written_through(pair, tmp_path):
+    """Label a folder once, then again into a folder where every file name the first run wrote
+    (and its own lock-free names) is a dangling link to a path outside: the job ends with the same
+    labels and nothing outside exists. Then train a verifier the same way."""
+    from selfjudge.folders import LOCK_FILE
+    from selfjudge.judge.train import train_from_labels
+
+    run(pair, tmp_path / "ref")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    names = [p.name for p in (tmp_path / "ref").iterdir() if p.name != LOCK_FILE]  # the lock: its own test
+    assert len(names) >= 4, names
+    for name in names:
+        (planted / name).symlink_to(outside / name)
+    run(pair, planted)
+    assert _key(read_labels(planted)[1]) == _key(read_labels(tmp_path / "ref")[1])
+    assert not any(p.is_symlink() for p in planted.iterdir())
+    verifier = tmp_path / "v.safetensors"
+    verifier.symlink_to(outside / "v.safetensors")
+    train_from_labels([str(planted)], str(verifier), tau_quantile=0.5)
+    assert not verifier.is_symlink() and list(outside.iterdir()) == []
