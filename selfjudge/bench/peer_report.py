@@ -15,7 +15,7 @@ from typing import Any
 from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
 from selfjudge.writes import write_json, write_text
 
-BASELINE = "vllm plain"
+BASELINES = {"vs_vllm_plain": "vllm plain", "vs_vllm_ngram": "vllm ngram"}  # speed ratios, paired by call
 
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
@@ -77,23 +77,31 @@ def _row(task, concurrency, method, group, similarity, rouge) -> dict[str, Any]:
     ids = [t for b in group for t in b["methods"][method]["token_ids"]]
     ref_texts = [t for b in group for t in b["texts"][reference]]
     ref_ids = [t for b in group for t in b["methods"][reference]["token_ids"]]
-    calls = []
-    for b in group:
-        own, base = b["methods"][method], b["methods"][BASELINE]
-        size = len(own["token_ids"]) // len(own["seconds"])
-        for j, (sec, bsec) in enumerate(zip(own["seconds"], base["seconds"])):
-            tok = sum(len(t) for t in own["token_ids"][j * size:(j + 1) * size])
-            btok = sum(len(t) for t in base["token_ids"][j * size:(j + 1) * size])
-            calls.append((tok, sec, btok, bsec))
+    ratios = {key: speed_ratio(_paired_calls(group, method, base)) for key, base in BASELINES.items()
+              if all(base in b["methods"] for b in group)}
+    calls = _paired_calls(group, method, method)
     counts = _counts(group, method)
     semantic = similarity(texts, ref_texts)
     tokens, seconds = sum(c[0] for c in calls), sum(c[1] for c in calls)
     return {"task": task, "concurrency": concurrency, "method": method, "reference": reference,
             "prompts": len(texts), "new_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
-            "vs_vllm_plain": speed_ratio(calls), **counts,
+            **ratios, **counts,
             "semantic_fidelity": mean_interval(semantic), "per_prompt_semantic": semantic,
             "rouge_l": sum(rouge(t, r) for t, r in zip(texts, ref_texts)) / len(texts),
             "identical_outputs": sum(a == b for a, b in zip(ids, ref_ids))}
+
+
+def _paired_calls(group, method, baseline) -> list[tuple[int, float, int, float]]:
+    """Per generate call: (tokens, seconds) of ``method`` and of ``baseline`` on the same prompts."""
+    calls = []
+    for b in group:
+        own, base = b["methods"][method], b["methods"][baseline]
+        size = len(own["token_ids"]) // len(own["seconds"])
+        for j, (sec, bsec) in enumerate(zip(own["seconds"], base["seconds"])):
+            tok = sum(len(t) for t in own["token_ids"][j * size:(j + 1) * size])
+            btok = sum(len(t) for t in base["token_ids"][j * size:(j + 1) * size])
+            calls.append((tok, sec, btok, bsec))
+    return calls
 
 
 def _counts(group, method) -> dict[str, Any]:
@@ -113,16 +121,20 @@ def _counts(group, method) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| task | seqs | method | tok/s | x vLLM plain [95% CI] | m (drafted steps) | acceptance by position "
-             "| judge-only | semantic [95% CI] | ROUGE-L | identical |", "|" + "---|" * 11]
+    lines = ["| task | seqs | method | tok/s | x vLLM plain [95% CI] | x vLLM ngram [95% CI] | m (drafted steps) "
+             "| acceptance by position | judge-only | semantic [95% CI] | ROUGE-L | identical |", "|" + "---|" * 12]
     for r in rows:
-        s, v = r["semantic_fidelity"], r["vs_vllm_plain"]
+        s = r["semantic_fidelity"]
         pos = " / ".join(f"{a:.2f}" for a in r["acceptance_by_position"]) or "-"
         lines.append(f"| {r['task']} | {r['concurrency']} | {r['method']} | {r['tokens_per_s']:.1f} | "
-                     f"{v['ratio']:.2f} [{v['low']:.2f}, {v['high']:.2f}] | {r['m_drafted']:.2f} | {pos} | "
+                     f"{_ratio(r.get('vs_vllm_plain'))} | {_ratio(r.get('vs_vllm_ngram'))} | {r['m_drafted']:.2f} | {pos} | "
                      f"{r['judge_only_tokens']} | {s['mean']:.3f} [{s['low']:.3f}, {s['high']:.3f}] | "
                      f"{r['rouge_l']:.3f} | {r['identical_outputs']}/{r['prompts']} |")
     return "\n".join(lines) + "\n"
+
+
+def _ratio(v: dict | None) -> str:
+    return "-" if v is None else f"{v['ratio']:.2f} [{v['low']:.2f}, {v['high']:.2f}]"
 
 
 def write_report(folder: Path) -> list[dict[str, Any]]:
