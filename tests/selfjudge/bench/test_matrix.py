@@ -89,7 +89,11 @@ def test_report_writes_tables_and_plots(tmp_path, tiny):
     (tmp_path / rep.BLOCKS).mkdir()
     block = {"task": "toy", "batch": 1, "max_new_tokens": 4, "environment": {"torch_threads": 1}, "rows": rows}
     (tmp_path / rep.BLOCKS / "toy_b1.json").write_text(json.dumps(block))
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"  # links planted under every output name
+    for name in ("results.json", "results.md", "pareto.png", "speed_vs_fidelity.png"):
+        (tmp_path / name).symlink_to(outside / name)
     merged = rep.write_report(tmp_path)
+    assert not outside.exists() and not any(p.is_symlink() for p in tmp_path.iterdir())
     assert merged["blocks"][0]["rows"][0]["name"] == "target-only"
     md = (tmp_path / "results.md").read_text()
     assert "| SelfJudge-all | 2 |" in md and "## toy, batch 1" in md

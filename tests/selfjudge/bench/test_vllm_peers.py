@@ -122,6 +122,9 @@ def test_write_report_reads_blocks_and_writes_both_files(tmp_path, monkeypatch):
     (tmp_path / "blocks").mkdir()
     (tmp_path / "blocks" / "t-c1-00.json").write_text(json.dumps(block("t", 1, 0, {"vllm plain": plain})))
     monkeypatch.setattr("selfjudge.tasks.semantic.semantic_similarity", lambda a, b: [1.0] * len(a))
+    for name in ("results.json", "results.md"):  # planted links are replaced, never written through
+        (tmp_path / name).symlink_to(tmp_path / "blocks" / f"{name}.outside")
     rows = peer_report.write_report(tmp_path)
+    assert not list((tmp_path / "blocks").glob("*.outside"))
     assert len(rows) == 1 and json.loads((tmp_path / "results.json").read_text())[0]["method"] == "vllm plain"
     assert "vllm plain" in (tmp_path / "results.md").read_text()

@@ -89,7 +89,9 @@ def test_round_trip_through_the_cli(tmp_path, capsys):
 
     path, *_ = _published(tmp_path)
     out = tmp_path / "v.safetensors"
+    out.symlink_to(tmp_path / "outside.safetensors")  # a planted link is replaced, never written through
     assert main(["import-head", str(path), "--model", "org/llama", "--hidden-size", "12", "--out", str(out)]) == 0
+    assert not out.is_symlink() and not (tmp_path / "outside.safetensors").exists()
     v = load_verifier(out, expect_model="org/llama", expect_hidden_size=12)
     assert set(v.thresholds) == {"youden", "min_recall"}
 
