@@ -11,6 +11,11 @@ state; bench rows without timings).
 
     python bench/kill_test.py --out /tmp/kill --kills 3          # ~15 min on 2 CPU cores
     python bench/kill_test.py --jobs label train --kills 2        # a subset
+    python bench/kill_test.py --planted-links --report bench/results/planted_links.json
+
+``--planted-links`` runs each job instead into a folder where every file name the reference
+run wrote is a dangling symbolic link to a path outside: the job must end with the reference's
+output and nothing may appear outside (no job writes through a link).
 
 Writes ``--report`` (default ``bench/results/kill_test.json``). Exit status 1 if any
 job's outputs differ.
@@ -120,12 +125,29 @@ def run(argv: list[str], out: Path, kill_after: float | None) -> tuple[int, floa
     return proc.returncode, time.perf_counter() - t0
 
 
+def planted_links_run(cmd: list[str], same, ref: Path, planted: Path, outside: Path) -> dict:
+    """Rerun ``cmd`` into ``planted``, where every file ``ref`` holds (but the lock, which has its
+    own test) is a dangling link into ``outside``."""
+    from selfjudge.folders import LOCK_FILE
+
+    names = [p.relative_to(ref) for p in sorted(ref.rglob("*")) if p.is_file() and p.name != LOCK_FILE]
+    for rel in names:
+        (planted / rel).parent.mkdir(parents=True, exist_ok=True)
+        (planted / rel).symlink_to(outside / "__".join(rel.parts))
+    run(cmd, planted, None)
+    escaped = sorted(p.name for p in outside.iterdir()) if outside.exists() else []
+    links_left = sorted(str(p.relative_to(planted)) for p in planted.rglob("*") if p.is_symlink())
+    return {"planted": len(names), "written_outside": escaped, "links_left": links_left,
+            "equal": bool(same(ref, planted)) and not escaped}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("/tmp/selfjudge-kill-test"))
     ap.add_argument("--jobs", nargs="+", default=None, help="subset of the jobs (default: all)")
     ap.add_argument("--kills", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--planted-links", action="store_true", help="rerun into folders of planted links, no kills")
     ap.add_argument("--report", type=Path, default=ROOT / "bench" / "results" / "kill_test.json")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -141,6 +163,15 @@ def main(argv=None) -> int:
         if name == "train" and not (args.out / "label" / "ref").exists():
             run(table["label"][0], args.out / "label" / "ref", None)
         _, duration = run(cmd, ref, None)
+        if args.planted_links:
+            result = planted_links_run(cmd, same, ref, args.out / name / "planted", args.out / name / "outside")
+            ok_all &= result["equal"]
+            report["jobs"][name] = result
+            print(f"[planted-links] {name}: {result['planted']} links, outside {result['written_outside']}, "
+                  f"{'equal' if result['equal'] else 'DIFFERENT'}", flush=True)
+            args.report.parent.mkdir(parents=True, exist_ok=True)
+            args.report.write_text(json.dumps(report, indent=1))
+            continue
         kills = []
         for _ in range(args.kills):
             # early enough that a resumed run (model loading included) is usually still working

@@ -6,8 +6,9 @@ planted in the folder can redirect it), gets the mode ``open()`` would have give
 umask; ``mkstemp`` and safetensors' ``save_file`` create 0600), and is then renamed over the
 target. A rename replaces a symbolic link at the target instead of writing through it, so a link
 planted under an output file's name never lets a job write outside its folder, and an interrupted
-write leaves the old file or none, never half of one. Logs, which grow, are opened with
-:func:`open_append` (``O_NOFOLLOW``).
+write leaves the old file or none, never half of one. Files that grow (progress records, logs)
+are opened with :func:`open_append`, which replaces a link the same way and opens with
+``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["replacing", "write_text", "write_json", "save_safetensors", "save_figure", "open_append", "file_mode"]
+__all__ = ["replacing", "write_text", "write_json", "save_safetensors", "save_figure", "open_append", "own_files",
+           "file_mode"]
 
 _umask_lock = threading.Lock()
 
@@ -85,8 +87,18 @@ def save_figure(fig, path: str | os.PathLike, **savefig_kwargs) -> None:
         fig.savefig(tmp, format=suffix, **savefig_kwargs)
 
 
+def own_files(folder: str | os.PathLike, pattern: str) -> list[Path]:
+    """The files matching ``pattern`` in ``folder`` that a writer of this module can have left:
+    sorted, symbolic links excluded (every writer replaces a link, so a link is never a job's own
+    output, and a dangling one would fail the reader)."""
+    return sorted(p for p in Path(folder).glob(pattern) if not p.is_symlink())
+
+
 def open_append(path: str | os.PathLike):
-    """``open(path, "a")`` that refuses a symbolic link at ``path`` (``OSError``) instead of
-    appending to whatever it points at."""
+    """``open(path, "a")`` that never appends through a symbolic link: a link at ``path`` (never
+    one of the package's own files) is removed and a fresh file started, as a rename would replace
+    it; ``O_NOFOLLOW`` refuses (``OSError``) a link planted in between."""
+    if os.path.islink(path):
+        os.unlink(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, file_mode())
     return os.fdopen(fd, "a", encoding="utf-8")

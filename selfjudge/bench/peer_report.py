@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
-from selfjudge.writes import write_json, write_text
+from selfjudge.writes import own_files, write_json, write_text
 
 BASELINES = {"vs_vllm_plain": "vllm plain", "vs_vllm_ngram": "vllm ngram"}  # speed ratios, paired by call
 
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(folder).glob("*.json"))]
+    return [json.loads(p.read_text(encoding="utf-8")) for p in own_files(folder, "*.json")]
 
 
 def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:

@@ -17,7 +17,7 @@ from typing import Any
 from selfjudge.bench.block_schema import check_block
 from selfjudge.bench.pareto import gap_interval, pareto_gap  # noqa: F401 (pareto_gap: the scripts' import)
 from selfjudge.json_io import read_json
-from selfjudge.writes import save_figure, write_json, write_text
+from selfjudge.writes import own_files, save_figure, write_json, write_text
 
 BLOCKS = "blocks"
 FAMILY_STYLE = {
@@ -41,7 +41,7 @@ _Y_NAMES = {"semantic_fidelity": "semantic similarity to target (MiniLM)"}
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
     """Every finished block of a results folder, in task/batch order."""
-    blocks = [check_block(read_json(p), p) for p in sorted((folder / BLOCKS).glob("*.json"))]
+    blocks = [check_block(read_json(p), p) for p in own_files(folder / BLOCKS, "*.json")]
     return sorted(blocks, key=lambda b: (b["task"], b["batch"]))
 
 

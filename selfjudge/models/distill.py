@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from selfjudge.writes import own_files
+
 from .records import load_records, read_checkpoint, save_records, write_checkpoint
 
 _log = logging.getLogger(__name__)
@@ -195,7 +197,7 @@ def _load_teacher_records(out: Path, n_records: int) -> list[dict]:
     """The first ``n_records`` committed teacher records (shards named by their first record;
     older runs numbered them 0, 1, ... in order, which sorts the same way)."""
     records: list[dict] = []
-    for shard in sorted(out.glob("teacher-*.safetensors")):
+    for shard in own_files(out, "teacher-*.safetensors"):
         if len(records) >= n_records:
             break
         start = int(shard.stem.split("-")[1])

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import torch
 
+from selfjudge.writes import own_files
+
 from .records import load_records, read_checkpoint, save_records, write_checkpoint, write_state
 from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
 
@@ -251,7 +253,8 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
         held = [r for i in range(0, len(heldout), feature_batch)
                 for r in target_features(target, heldout[i:i + feature_batch], pad_id)]
         save_records(held_path, held)
-    records = [r for p in sorted(out.glob("features-*.safetensors")) for r in load_records(p)][: state["n_cached"]]
+    shards = own_files(out, "features-*.safetensors")
+    records = [r for p in shards for r in load_records(p)][: state["n_cached"]] if state["n_cached"] else []
     state["n_cached"] = len(records)  # shards deleted (or never copied with the run): recompute those features
     bar = tqdm(total=len(train), initial=state["n_cached"], desc="features", disable=not progress)
     while state["n_cached"] < len(train):

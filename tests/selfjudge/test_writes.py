@@ -81,13 +81,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         write_text(tmp_path, "x")  # a folder is never replaced
 
 
-def test_append_refuses_a_link_and_appends_to_a_file(tmp_path):
+def test_append_replaces_a_link_by_a_fresh_file_and_appends_to_a_file(tmp_path):
     outside = tmp_path / "outside.log"
     outside.write_text("keep me")
     (tmp_path / "job.log").symlink_to(outside)
-    with pytest.raises(OSError):
-        open_append(tmp_path / "job.log")
-    assert outside.read_text() == "keep me"
+    with open_append(tmp_path / "job.log") as f:
+        f.write("mine\n")
+    assert outside.read_text() == "keep me" and not (tmp_path / "job.log").is_symlink()
+    assert (tmp_path / "job.log").read_text() == "mine\n"
     for line in ("a\n", "b\n"):
         with open_append(tmp_path / "fresh.log") as f:
             f.write(line)
