@@ -120,6 +120,13 @@ def has_prompt_figures(rows: list[dict[str, Any]], y: str) -> bool:
         {"cycles", "accepted", key} <= set(r.get("per_prompt") or {}) and r["per_prompt"][key] for r in rows)
 
 
+def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The ``level`` percentile interval of bootstrap replicates (nearest rank)."""
+    values = sorted(values)
+    pick = lambda q: values[min(len(values) - 1, max(0, int(round(q * (len(values) - 1)))))]  # noqa: E731
+    return pick((1 - level) / 2), pick(1 - (1 - level) / 2)
+
+
 def gap_interval(rows: list[dict[str, Any]], a: str, b: str, y: str = "semantic_fidelity", K: int | None = None,
                  n_boot: int = 1000, level: float = 0.95, seed: int = 0,
                  envelope: str = "hull") -> dict[str, float] | None:
@@ -141,8 +148,6 @@ def gap_interval(rows: list[dict[str, Any]], a: str, b: str, y: str = "semantic_
             means.append(g["mean"])
     if not means:
         return None
-    means.sort()
-    lo_q, hi_q = (1 - level) / 2, 1 - (1 - level) / 2
-    pick = lambda q: means[min(len(means) - 1, max(0, int(round(q * (len(means) - 1)))))]  # noqa: E731
-    return {"mean": full["mean"], "low": pick(lo_q), "high": pick(hi_q), "level": level, "prompts": n,
+    low, high = percentile_interval(means, level)
+    return {"mean": full["mean"], "low": low, "high": high, "level": level, "prompts": n,
             "replicates": len(means), "dropped": n_boot - len(means), "envelope": envelope}

@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from selfjudge.bench.pareto import percentile_interval
 from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
 from selfjudge.writes import own_files, write_json, write_text
 
@@ -20,12 +21,6 @@ BASELINES = {"vs_vllm_plain": "vllm plain", "vs_vllm_ngram": "vllm ngram"}  # sp
 
 def read_blocks(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in own_files(folder, "*.json")]
-
-
-def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    values = sorted(values)
-    pick = lambda q: values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]  # noqa: E731
-    return pick((1 - level) / 2), pick(1 - (1 - level) / 2)
 
 
 def speed_ratio(groups: list[tuple[int, float, int, float]], n_boot: int = 2000, seed: int = 0) -> dict:

@@ -10,6 +10,7 @@ allocated), then every failure of the load is one ``ValueError`` naming the role
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -50,19 +51,12 @@ def check_config_fits_weights(folder: str | os.PathLike, role: str) -> None:
         for path in sorted(folder.glob("*.safetensors")):
             with safe_open(str(path), framework="pt") as f:
                 for key in f.keys():
-                    held += _numel(f.get_slice(key).get_shape())
+                    held += math.prod(f.get_slice(key).get_shape())
     except (SafetensorError, OSError, RuntimeError) as err:
         raise _failed(role, folder, "no weights file could be read", err) from None
     if held and implied > 4 * held:
         raise ValueError(f"{role}: {config_path} implies at least {implied:,} parameters but the folder's weight "
                          f"files hold {held:,}: the config does not describe these weights")
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def load_tokenizer(folder: str | os.PathLike, role: str = "target"):
