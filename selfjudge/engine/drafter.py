@@ -59,12 +59,16 @@ class Drafter:
         name: shown in statistics and reports.
         last_forwards: forwards of the drafter's model in the last :meth:`propose`
             (0 for a drafter without a model), for the statistics.
+        last_sources: where each row's last proposal came from (e.g. prompt lookup's
+            ``"context:3"`` / ``"store"``), or None: every row's is ``name``. The adaptive
+            controller keeps acceptance estimates per source.
     """
 
     vocab_size: int
     needs_target_hidden: bool = False
     name: str = "drafter"
     last_forwards: int = 0
+    last_sources: list[str] | None = None
 
     def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
         """Start a generation: ``input_ids`` [B, P] left-padded prompts (P >= 2), ``valid`` [B, P];

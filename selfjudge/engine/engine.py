@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from selfjudge.engine.adaptive import AdaptiveController
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.drafter import choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
 from selfjudge.engine.drafters import as_drafter
+from selfjudge.engine.inputs import append_tokens, check_context, encode_prompts, stop_strings
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.state import Batch, Cycle, Run
 from selfjudge.engine.stats import GenerationStats
@@ -71,19 +73,6 @@ class _Timer:
 
 
 
-def _check_text(prompt, index: int) -> None:
-    """Text must be valid Unicode (a command line or file read with the wrong encoding gives
-    lone surrogates, which the tokenizer cannot take)."""
-    texts = [prompt] if isinstance(prompt, str) else (
-        [m.get("content") for m in prompt if isinstance(m, dict)] if isinstance(prompt, (list, tuple)) else [])
-    for text in texts:
-        if isinstance(text, str):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as err:
-                raise ValueError(f"prompts[{index}] is not valid UTF-8 text (undecodable byte at character "
-                                 f"{err.start}); decode the input as UTF-8 first") from None
-
 class SpeculativeEngine:
     """Batched speculative decoding with pluggable acceptance policies.
 
@@ -95,7 +84,10 @@ class SpeculativeEngine:
             ``policy="autoregressive"`` (may then be None).
         tokenizer: tokenizer shared by both (needed for string prompts, ``text``,
             stop strings and ``chat=True``); may be None for token-id prompts.
-        num_draft_tokens: K, drafts per cycle.
+        num_draft_tokens: K, drafts per cycle; None: adaptive speculation, each
+            cycle 0..``max_draft_tokens`` drafts per row chosen by an
+            :class:`~selfjudge.engine.adaptive.AdaptiveController` from measured step costs
+            and online acceptance estimates (0: a plain decode step).
         policy: "autoregressive", "standard", "topk", "judge" or a
             :class:`~selfjudge.engine.policies.Policy`.
         verifier: for "judge": a :class:`selfjudge.judge.Verifier` or a
@@ -117,6 +109,10 @@ class SpeculativeEngine:
         compact_min_columns: compact the caches (see
             :meth:`RaggedCache.compact`) when at least this many columns, and a
             quarter of the cache, can be reclaimed.
+        max_draft_tokens: the most drafts per row under adaptive speculation.
+        adaptive: the controller of adaptive speculation (default: one with
+            ``max_draft_tokens`` that measures, or reads from its cache, this machine's cost
+            profile on the first ``generate``); only with ``num_draft_tokens=None``.
     """
 
     def __init__(
@@ -124,7 +120,7 @@ class SpeculativeEngine:
         target,
         draft=None,
         tokenizer=None,
-        num_draft_tokens: int = 4,
+        num_draft_tokens: int | None = 4,
         policy: str | Policy = "standard",
         verifier=None,
         *,
@@ -135,13 +131,20 @@ class SpeculativeEngine:
         draft_vocab: torch.Tensor | None = None,
         compact_min_columns: int = 32,
         protected_token_ids=None,
+        max_draft_tokens: int = 4,
+        adaptive: AdaptiveController | None = None,
     ):
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
                                   protected_token_ids=protected_token_ids)
         # policies written before verify_kwargs took the run's temperature keep working
         self._policy_takes_temperature = "temperature" in inspect.signature(self.policy.verify_kwargs).parameters
-        if int(num_draft_tokens) < 1 and self.policy.uses_draft:
-            raise ValueError(f"num_draft_tokens must be >= 1, got {num_draft_tokens}")
+        if num_draft_tokens is not None and int(num_draft_tokens) < 1 and self.policy.uses_draft:
+            raise ValueError(f"num_draft_tokens must be >= 1 or None (adaptive), got {num_draft_tokens}")
+        if adaptive is not None and num_draft_tokens is not None:
+            raise ValueError("adaptive: a controller chooses the drafts per cycle; pass num_draft_tokens=None")
+        self.adaptive = None  # the controller of adaptive speculation (None: K drafts every cycle)
+        if num_draft_tokens is None and self.policy.uses_draft:
+            self.adaptive = adaptive or AdaptiveController(max_draft_tokens)
         if self.policy.uses_draft and draft is None:
             raise ValueError(f"policy {self.policy.name!r} needs a draft model or a drafter")
         if draft_vocab is not None and draft is None:
@@ -153,7 +156,7 @@ class SpeculativeEngine:
             raise ValueError(f"draft vocabulary ({self.drafter.vocab_size}) must equal the target's ({vocab_size(target)})")
         self.draft = draft
         self.tokenizer = tokenizer
-        self.K = int(num_draft_tokens)
+        self.K = self.adaptive.max_draft_tokens if self.adaptive else int(num_draft_tokens or max_draft_tokens)
         self.verify_backend = verify_backend
         self.compact_min_columns = int(compact_min_columns)
         self.eos_token_ids = eos_token_ids(target, tokenizer, eos_token_id)
@@ -169,52 +172,6 @@ class SpeculativeEngine:
         return self.policy.uses_draft and self.drafter.needs_target_hidden
 
     # ------------------------------------------------------------------ inputs
-    def _encode(self, prompts, chat: bool) -> list[list[int]]:
-        if isinstance(prompts, (str, dict)) or (
-            isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], int)
-        ):
-            prompts = [prompts]
-        out = []
-        for index, p in enumerate(prompts):
-            if isinstance(p, torch.Tensor):
-                p = p.tolist()
-            _check_text(p, index)
-            if chat:
-                if self.tokenizer is None:
-                    raise ValueError("chat=True needs a tokenizer")
-                msgs = [{"role": "user", "content": p}] if isinstance(p, str) else p
-                p = self.tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-            if isinstance(p, str):
-                if self.tokenizer is None:
-                    raise ValueError("string prompts need a tokenizer")
-                p = self.tokenizer(p, add_special_tokens=False)["input_ids"]
-            try:
-                ids = [int(t) for t in p]
-            except (TypeError, ValueError):
-                raise ValueError(f"prompts[{index}] must be text, a message list or token ids, "
-                                 f"got {type(p).__name__}") from None
-            if not ids:
-                raise ValueError("prompts must not be empty")
-            vocab = getattr(self.target.config, "vocab_size", None)
-            if vocab is not None and any(not 0 <= t < vocab for t in ids):
-                raise ValueError(f"prompts[{index}] holds token ids outside [0, {vocab})")
-            out.append(ids)
-        return out
-
-    def _check_context(self, prompts: list[list[int]], max_new_tokens: int) -> None:
-        """Prompt + new tokens must fit the target's context window (positions past it are
-        untrained: the model would run, slowly, and return nonsense)."""
-        window = getattr(self.target.config, "max_position_embeddings", None)
-        if window is None:
-            return
-        longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
-        need = len(prompts[longest]) + max_new_tokens
-        if need > window:
-            raise ValueError(
-                f"prompts[{longest}] has {len(prompts[longest])} tokens; with max_new_tokens={max_new_tokens} that is "
-                f"{need} positions, more than the target's context window ({window}): shorten the prompt or "
-                "lower max_new_tokens")
-
     def _decode(self, ids: list[int]) -> str:
         if self.tokenizer is None:
             return ""
@@ -249,13 +206,13 @@ class SpeculativeEngine:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not 0 <= float(temperature) < float("inf"):
             raise ValueError(f"temperature must be finite and >= 0, got {temperature}")
-        stops = _stop_strings(stop)
+        stops = stop_strings(stop)
         if stops and self.tokenizer is None:
             raise ValueError("stop strings need a tokenizer")
-        ids = self._encode(prompts, chat)
+        ids = encode_prompts(prompts, chat, self.tokenizer, getattr(self.target.config, "vocab_size", None))
         if not ids:
             return []  # no prompts, no results
-        self._check_context(ids, int(max_new_tokens))
+        check_context(ids, int(max_new_tokens), getattr(self.target.config, "max_position_embeddings", None))
         generator = torch.Generator(device=self.device)
         if seed is not None:
             generator.manual_seed(int(seed))
@@ -263,6 +220,9 @@ class SpeculativeEngine:
             generator.seed()
         run = Run(int(max_new_tokens), float(temperature), generator, stops)
         batch = self._prefill(ids)
+        if self.adaptive is not None:
+            self.adaptive.start(self.target, len(ids))
+            batch.timer.lap()  # a first call may measure the cost profile: not a cycle's time
         while batch.rows:
             cycle = self._cycle(batch, run)
             self._retire(batch, cycle, run)
@@ -307,11 +267,24 @@ class SpeculativeEngine:
             return self._target_step(batch, run)
         cycle = Cycle(num_draft)
         draft_ids, draft_probs = self._propose(batch, cycle, run)
-        if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no row has a proposal (prompt lookup)
+        if self.adaptive is not None and draft_ids.shape[1]:
+            draft_ids, draft_probs = self._adapt(cycle, draft_ids, draft_probs)
+        if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no proposal, or none worth its cost
             return self._target_step(batch, run, cycle)
         logits, hidden = self._score(batch, cycle, draft_ids)
         self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
+        if cycle.decision is not None:
+            self.adaptive.observe(cycle.decision, cycle.draft_sources, [len(e) - 1 for e in cycle.emitted])
         return cycle
+
+    def _adapt(self, cycle: Cycle, draft_ids: torch.Tensor, draft_probs: torch.Tensor | None):
+        """The controller's width for this cycle: the proposals cut to it (``draft_ids`` [B, k'],
+        ``draft_probs`` [B, k', V] or None); width 0 leaves no columns (a plain step follows)."""
+        sources = self.drafter.last_sources or [self.drafter.name] * len(cycle.num_draft)
+        decision = self.adaptive.choose(cycle.num_draft, sources)
+        cycle.num_draft, cycle.decision, cycle.draft_sources = decision.num_draft, decision, sources
+        width = decision.width
+        return draft_ids[:, :width], (draft_probs[:, :width] if draft_probs is not None else None)
 
     def _target_step(self, batch: Batch, run: Run, cycle: Cycle | None = None) -> Cycle:
         """One plain target step: the autoregressive policy, rows that need exactly one token, or a
@@ -334,11 +307,15 @@ class SpeculativeEngine:
 
     def _propose(self, batch: Batch, cycle: Cycle, run: Run):
         """Step 2: the drafter proposes up to k = max(num_draft) tokens per row (the drafter seam)."""
-        draft_ids, draft_probs, counts = self.drafter.propose(cycle.k, run.temperature, run.generator)  # [B, k']
-        if counts is not None:
-            cycle.num_draft = [min(n, c) for n, c in zip(cycle.num_draft, counts)]
+        ask = cycle.k
+        if self.adaptive is not None:  # a drafter whose drafting costs forwards is asked for what pays
+            ask = self.adaptive.tokens_to_ask(len(batch.rows), ask, self.drafter.name)
+        draft_ids, draft_probs, counts = self.drafter.propose(ask, run.temperature, run.generator)  # [B, k']
+        cycle.num_draft = [min(n, ask, c) for n, c in zip(cycle.num_draft, counts or [ask] * len(cycle.num_draft))]
         cycle.draft_forwards = self.drafter.last_forwards
         cycle.seconds["draft"] = batch.timer.lap()
+        if self.adaptive is not None and cycle.draft_forwards:
+            self.adaptive.record_draft_seconds(cycle.seconds["draft"], ask)
         return draft_ids, draft_probs
 
     def _score(self, batch: Batch, cycle: Cycle, draft_ids: torch.Tensor):
@@ -384,8 +361,10 @@ class SpeculativeEngine:
         active = list(batch.rows)
         finished = []
         for j, r in enumerate(batch.rows):
-            batch.stats[r].record_cycle(cycle.num_draft[j], cycle.sources[j], cycle.draft_forwards)
-            reason = self._append(batch.outputs[r], cycle.emitted[j], run.max_new_tokens, run.stops)
+            expected = cycle.decision.expected_kept[j] if cycle.decision is not None else None
+            batch.stats[r].record_cycle(cycle.num_draft[j], cycle.sources[j], cycle.draft_forwards, expected)
+            reason = append_tokens(batch.outputs[r], cycle.emitted[j], run.max_new_tokens, run.stops,
+                                   self.eos_token_ids, self._decode)
             batch.sources[r] = (batch.sources[r] + cycle.sources[j])[: len(batch.outputs[r])]
             if reason:
                 batch.stats[r].finish_reason = reason
@@ -404,6 +383,8 @@ class SpeculativeEngine:
                 batch.target_next = batch.target_next[rows]
                 if self.policy.uses_draft:
                     self.drafter.select(rows)
+                if self.adaptive is not None:
+                    self.adaptive.select(keep)
         # checking costs a host sync: only after rows left or every 16 cycles
         if batch.rows and len(active) > 1 and (finished or batch.totals.cycles % 16 == 0):
             batch.target_cache.maybe_compact(self.compact_min_columns)
@@ -413,38 +394,3 @@ class SpeculativeEngine:
         for r in active:
             batch.stats[r].add_times(**seconds)
         batch.totals.add_times(**seconds)
-
-    def _append(self, out: list[int], new: list[int], max_new: int, stops: list[str]) -> str:
-        """Append emitted tokens to one row, cut at EOS / a stop string / the limit.
-
-        Returns the finish reason, or "" if the row goes on.
-        """
-        start = len(out)
-        reason = ""
-        for t in new:
-            out.append(t)
-            if t in self.eos_token_ids:
-                reason = "eos"
-                break
-            if len(out) >= max_new:
-                reason = "length"
-                break
-        if stops:
-            text = self._decode(out)
-            if any(st in text for st in stops):
-                # shortest prefix whose text contains a stop string (search only the new tokens)
-                for n in range(start + 1, len(out) + 1):
-                    t = self._decode(out[:n])
-                    if any(st in t for st in stops):
-                        del out[n:]
-                        return "stop"
-        return reason
-
-
-def _stop_strings(stop) -> list[str]:
-    """``stop`` as a list of non-empty strings (``ValueError`` naming the bad entry otherwise)."""
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    for st in stops:
-        if not isinstance(st, str) or not st:
-            raise ValueError(f"stop: every stop string must be a non-empty string, got {st!r}")
-    return stops

@@ -24,19 +24,24 @@ import torch
 
 from selfjudge.engine.drafter import Drafter
 
-__all__ = ["PromptLookupDrafter", "lookup"]
+__all__ = ["PromptLookupDrafter", "lookup", "lookup_match"]
 
 
-def lookup(history: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+def lookup_match(history: list[int], k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
     """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
-    suffix n-gram of ``history`` (``min_ngram <= n <= max_ngram``); [] without a match."""
+    suffix n-gram of ``history`` (``min_ngram <= n <= max_ngram``), and that n; ([], 0) without a match."""
     L = len(history)
     for n in range(min(max_ngram, L - 1), min_ngram - 1, -1):
         suffix = history[L - n:]
         for start in range(L - n - 1, -1, -1):  # most recent earlier occurrence first
             if history[start:start + n] == suffix:
-                return history[start + n:start + n + k]
-    return []
+                return history[start + n:start + n + k], n  # never empty: start + n < L
+    return [], 0
+
+
+def lookup(history: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """The tokens of :func:`lookup_match` alone."""
+    return lookup_match(history, k, max_ngram, min_ngram)[0]
 
 
 class PromptLookupDrafter(Drafter):
@@ -95,18 +100,20 @@ class PromptLookupDrafter(Drafter):
             return True
         return self._store_kept[row] >= self.store_min_accepted * tries
 
-    def _proposal(self, history: list[int], k: int, ask_store: bool) -> tuple[list[int], bool]:
-        """The context's continuation, else (``ask_store``) the store's; and whether it is the store's."""
-        found = lookup(history, k, self.max_ngram, self.min_ngram)
+    def _proposal(self, history: list[int], k: int, ask_store: bool) -> tuple[list[int], str]:
+        """The context's continuation, else (``ask_store``) the store's; and its source: ``"context:n"``
+        for an n-gram match, ``"store"``, or ``""`` for no proposal."""
+        found, n = lookup_match(history, k, self.max_ngram, self.min_ngram)
         if not found and ask_store:
             found = self.store.continuation(history, k)
-            return found, bool(found)
-        return found, False
+            return found, "store" if found else ""
+        return found, f"context:{n}" if found else ""
 
     def propose(self, num_tokens: int, temperature: float, generator):
         proposals = [self._proposal(h, num_tokens, self.store_open(b)) for b, h in enumerate(self._history)]
         found = [f for f, _ in proposals]
-        self._asked_store = [from_store for _, from_store in proposals]
+        self.last_sources = [source for _, source in proposals]
+        self._asked_store = [source == "store" for source in self.last_sources]
         width = max((len(f) for f in found), default=0)
         ids = torch.zeros(len(found), width, dtype=torch.long)  # [B, k'] padded with 0 past each row's count
         for b, f in enumerate(found):

@@ -4,6 +4,7 @@ bookkeeping and what one cycle did (host lists). Used by :mod:`selfjudge.engine.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ class Batch:
         totals = self.totals
         totals.new_tokens = requests.new_tokens
         for name in ("accepted_tokens", "draft_tokens", "align_accepted", "judge_accepted", "position_drafted",
-                     "position_accepted"):
+                     "position_accepted", "drafts_verified", "expected_accepted"):
             setattr(totals, name, getattr(requests, name))
         return self.done, totals
 
@@ -59,6 +60,8 @@ class Cycle:
     sources: list[list[str]] = field(default_factory=list)  # "draft" / "judge" / "target" per emitted token
     draft_forwards: int = 0
     seconds: dict = field(default_factory=dict)  # draft / target / verify wall seconds
+    decision: Any = None  # the adaptive controller's Decision (None: fixed K or a plain step)
+    draft_sources: list[str] = field(default_factory=list)  # where each row's proposal came from
 
     @property
     def k(self) -> int:

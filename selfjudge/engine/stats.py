@@ -43,6 +43,10 @@ class GenerationStats:
         position_drafted, position_accepted: per draft position i (0-based), how many
             cycles proposed a token there and how many kept it (the per-position
             acceptance rate vLLM logs: :attr:`acceptance_by_position`).
+        drafts_verified: under adaptive speculation, per k, the cycles in which the
+            request sent k drafts to verification (k = 0: the controller chose a plain step).
+        expected_accepted: under adaptive speculation, the controller's expected kept drafts
+            summed over those cycles (beside ``accepted_tokens``, what was kept).
     """
 
     new_tokens: int = 0
@@ -62,6 +66,8 @@ class GenerationStats:
     finish_reason: str = ""
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
+    drafts_verified: list[int] = field(default_factory=list)
+    expected_accepted: float = 0.0
 
     @property
     def mean_accepted_length(self) -> float:
@@ -93,10 +99,15 @@ class GenerationStats:
     def wall_time(self) -> float:
         return self.time_prefill + self.cycle_time
 
-    def record_cycle(self, num_drafted: int, sources: list[str], draft_forwards: int) -> None:
+    def record_cycle(self, num_drafted: int, sources: list[str], draft_forwards: int,
+                     expected: float | None = None) -> None:
         """Count one verification cycle of one request: ``num_drafted`` drafts proposed,
         ``sources`` the source of each token the verify op emitted ("draft" / "judge" for
-        kept drafts, then "target"), before any truncation at EOS / stop / length."""
+        kept drafts, then "target"), before any truncation at EOS / stop / length;
+        ``expected``: the adaptive controller's expected kept drafts (None: fixed K)."""
+        if expected is not None:
+            self.expected_accepted += expected
+            _add_counts(self.drafts_verified, [0] * num_drafted + [1])
         self.cycles += 1
         self.steps += 1
         self.target_forwards += 1
@@ -129,7 +140,7 @@ class GenerationStats:
         for f in fields(self):
             if f.name == "finish_reason":
                 continue
-            if f.name.startswith("position_"):
+            if f.name.startswith("position_") or f.name == "drafts_verified":
                 _add_counts(getattr(self, f.name), getattr(other, f.name))
             else:
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))

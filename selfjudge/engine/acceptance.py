@@ -1,0 +1,88 @@
+"""Online acceptance estimates per request, per draft position and per proposal source.
+
+A proposal's worth is its expected number of kept tokens. With ``a_i`` the probability
+that position i is kept given that positions before it were (the conditional rate), a
+proposal of k tokens keeps ``sum_{j<=k} prod_{i<=j} a_i`` tokens on average, the
+survival-probability sum vLLM's adaptive verification and SmartSpec score slots by.
+
+``a_i`` is estimated per proposal *source*: drafters name where each row's proposal came
+from (prompt lookup: ``"context:3"`` for a 3-gram match in the context, ``"store"`` for the
+n-gram store; a draft model its name), since a 3-gram match and a store guess are kept at
+very different rates. Two levels of counts, both decayed so they follow drift:
+
+* a shared level per (source, position), across requests and calls, starting at ``prior``;
+* a per-request level per (source, position), shrunk toward the shared rate with weight
+  ``request_weight`` (a request that keeps everything stands out after a few cycles).
+"""
+
+from __future__ import annotations
+
+__all__ = ["AcceptanceEstimates"]
+
+
+class _Counts:
+    """Decayed (kept, tried) counts per (source, position)."""
+
+    def __init__(self, decay: float):
+        self.decay = decay
+        self.kept: dict[tuple[str, int], float] = {}
+        self.tried: dict[tuple[str, int], float] = {}
+
+    def rate(self, key, prior: float, weight: float) -> float:
+        return (self.kept.get(key, 0.0) + prior * weight) / (self.tried.get(key, 0.0) + weight)
+
+    def add(self, key, kept: bool) -> None:
+        self.kept[key] = self.kept.get(key, 0.0) * self.decay + float(kept)
+        self.tried[key] = self.tried.get(key, 0.0) * self.decay + 1.0
+
+
+class AcceptanceEstimates:
+    """Conditional keep rates per request row, draft position and source (see the module doc).
+
+    Args:
+        prior: the rate assumed before anything was observed (optimistic enough to try).
+        prior_weight: pseudo-observations of the prior at the shared level.
+        request_weight: pseudo-observations of the shared rate at a request's level.
+        decay: per-observation decay of the counts (1 = plain counts).
+    """
+
+    def __init__(self, prior: float = 0.5, prior_weight: float = 2.0, request_weight: float = 4.0,
+                 decay: float = 0.995):
+        if not 0.0 <= prior <= 1.0:
+            raise ValueError(f"prior must be in [0, 1], got {prior}")
+        if not prior_weight > 0 or not request_weight > 0:
+            raise ValueError(f"prior_weight and request_weight must be > 0, got {prior_weight}, {request_weight}")
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(f"decay must be in (0, 1], got {decay}")
+        self.prior, self.prior_weight, self.request_weight, self.decay = prior, prior_weight, request_weight, decay
+        self.shared = _Counts(decay)
+        self.rows: list[_Counts] = []
+
+    def start(self, num_rows: int) -> None:
+        """A new batch: fresh per-request counts; the shared level carries over."""
+        self.rows = [_Counts(self.decay) for _ in range(num_rows)]
+
+    def select(self, rows: list[int]) -> None:
+        """Keep the per-request counts of batch rows ``rows`` (finished requests left)."""
+        self.rows = [self.rows[r] for r in rows]
+
+    def rate(self, row: int, source: str, position: int) -> float:
+        """Estimated probability that draft ``position`` (0-based) is kept given the ones before were."""
+        key = (source, position)
+        shared = self.shared.rate(key, self.prior, self.prior_weight)
+        return self.rows[row].rate(key, shared, self.request_weight)
+
+    def expected_kept(self, row: int, source: str, num_drafts: int) -> float:
+        """Expected kept tokens of a ``num_drafts``-token proposal: the sum of survival probabilities."""
+        total, survive = 0.0, 1.0
+        for i in range(num_drafts):
+            survive *= self.rate(row, source, i)
+            total += survive
+        return total
+
+    def observe(self, row: int, source: str, num_drafts: int, kept: int) -> None:
+        """A verified proposal of ``num_drafts`` tokens kept its first ``kept``: positions up to the
+        first rejected one were tried; the later ones tell nothing about their conditional rate."""
+        for i in range(min(kept + 1, num_drafts)):
+            for counts in (self.shared, self.rows[row]):
+                counts.add((source, i), i < kept)

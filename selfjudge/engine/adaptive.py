@@ -1,0 +1,127 @@
+"""Adaptive speculation: each cycle, how many drafts each row sends to verification, 0 included.
+
+The engine's verify forward is padded: every row pays for the widest row's positions. So the
+choice that matters is the cycle's *width* w (drafts per row; a row with fewer proposals sends
+all it has): the controller picks the w that maximises expected tokens per second,
+
+    (B + sum_b E_b[kept | min(c_b, w) drafts]) / step_seconds(B, w),
+
+with ``c_b`` the tokens row b proposed, ``E_b`` from :class:`~selfjudge.engine.acceptance.
+AcceptanceEstimates` (per request, position and proposal source) and ``step_seconds`` from the
+machine's measured :class:`~selfjudge.engine.cost_profile.CostProfile`; w = 0 is a plain decode
+step, which the engine then takes on the plain path (no speculative forward at all). The same
+rule picks how many tokens to ask a drafter whose drafting costs forwards (a draft model), with
+its measured seconds per drafted token added to the cost. Two guards:
+
+* hysteresis: the previous width stays while its score is within ``hysteresis`` of the best;
+* probing: after ``probe_every`` plain steps in a row that had proposals, one cycle verifies
+  width 1, so estimates that fell too low can recover (costs at most a ``1/probe_every`` share
+  of one width-1 step's extra time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from selfjudge.engine.acceptance import AcceptanceEstimates
+from selfjudge.engine.cost_profile import CostProfile, load_or_measure_profile
+
+__all__ = ["AdaptiveController", "Decision"]
+
+
+@dataclass
+class Decision:
+    """One cycle's choice (host lists, one entry per running row)."""
+
+    width: int  # drafts verified per row this cycle (0: a plain decode step)
+    num_draft: list[int]  # per row: min(proposed, width)
+    expected_kept: list[float]  # per row: expected kept drafts at num_draft
+
+
+class AdaptiveController:
+    """Chooses each cycle's speculation width (see the module doc).
+
+    Args:
+        max_draft_tokens: the most drafts a row may send (K_max).
+        cost_profile: the step-cost table; None: measured (or read from the cache) for the
+            engine's target on first use (:func:`~selfjudge.engine.cost_profile.load_or_measure_profile`).
+        estimates: the acceptance estimates (default: a fresh :class:`AcceptanceEstimates`).
+        hysteresis: relative score margin before the width changes.
+        probe_every: plain steps in a row (with proposals) before a width-1 probe; 0 = never.
+    """
+
+    name = "adaptive"
+
+    def __init__(self, max_draft_tokens: int = 4, *, cost_profile: CostProfile | None = None,
+                 estimates: AcceptanceEstimates | None = None, hysteresis: float = 0.03, probe_every: int = 32):
+        if int(max_draft_tokens) < 1:
+            raise ValueError(f"max_draft_tokens must be >= 1, got {max_draft_tokens}")
+        if not hysteresis >= 0:
+            raise ValueError(f"hysteresis must be >= 0, got {hysteresis}")
+        if int(probe_every) < 0:
+            raise ValueError(f"probe_every must be >= 0, got {probe_every}")
+        self.max_draft_tokens = int(max_draft_tokens)
+        self.profile = cost_profile
+        self.estimates = estimates or AcceptanceEstimates()
+        self.hysteresis, self.probe_every = float(hysteresis), int(probe_every)
+        self._width: int | None = None
+        self._plain_run = 0
+        self.draft_seconds_per_token = 0.0  # running mean of a drafter's measured cost (0: free)
+
+    def start(self, target, num_rows: int) -> None:
+        """A new batch of ``num_rows`` requests on ``target``: the cost table covers it, counts reset."""
+        if self.profile is None or not self.profile.covers(num_rows, self.max_draft_tokens + 1):
+            self.profile = load_or_measure_profile(target, num_rows, self.max_draft_tokens + 1)
+        self.estimates.start(num_rows)
+        self._width, self._plain_run = None, 0
+
+    def select(self, rows: list[int]) -> None:
+        """Finished requests left: keep the estimates of batch rows ``rows``."""
+        self.estimates.select(rows)
+
+    def _score(self, counts: list[int], sources: list[str], width: int, draft_seconds: float = 0.0) -> float:
+        B = len(counts)
+        tokens = B + sum(self.estimates.expected_kept(b, s, min(c, width)) for b, (c, s) in
+                         enumerate(zip(counts, sources)))
+        return tokens / (self.profile.step_seconds(B, width) + draft_seconds)
+
+    def record_draft_seconds(self, seconds: float, tokens: int) -> None:
+        """A drafter that runs a model spent ``seconds`` drafting ``tokens`` tokens per row."""
+        if tokens > 0:
+            per_token = seconds / tokens
+            old = self.draft_seconds_per_token
+            self.draft_seconds_per_token = per_token if old == 0 else 0.9 * old + 0.1 * per_token
+
+    def tokens_to_ask(self, num_rows: int, cap: int, source: str) -> int:
+        """How many tokens to ask a drafter for (at least 1): ``cap`` while drafting has cost nothing,
+        else the count with the best expected tokens per second including the drafting time."""
+        cap = min(cap, self.max_draft_tokens)
+        if self.draft_seconds_per_token <= 0 or cap <= 1:
+            return max(cap, 1)
+        sources, cost = [source] * num_rows, self.draft_seconds_per_token
+        return max(range(1, cap + 1), key=lambda k: self._score([k] * num_rows, sources, k, k * cost))
+
+    def choose(self, counts: list[int], sources: list[str]) -> Decision:
+        """The width for rows that proposed ``counts`` tokens from ``sources`` (see the module doc)."""
+        counts = [min(max(int(c), 0), self.max_draft_tokens) for c in counts]
+        widths = range(0, max(counts, default=0) + 1)
+        scores = {w: self._score(counts, sources, w) for w in widths}
+        best = max(widths, key=lambda w: (scores[w], -w))
+        if self._width in scores and scores[self._width] * (1 + self.hysteresis) >= scores[best]:
+            best = self._width
+        if best == 0 and max(counts, default=0) > 0:
+            self._plain_run += 1
+            if self.probe_every and self._plain_run >= self.probe_every:
+                best, self._plain_run = 1, 0
+        else:
+            self._plain_run = 0
+        self._width = best
+        num_draft = [min(c, best) for c in counts]
+        expected = [self.estimates.expected_kept(b, s, n) for b, (n, s) in enumerate(zip(num_draft, sources))]
+        return Decision(best, num_draft, expected)
+
+    def observe(self, decision: Decision, sources: list[str], kept: list[int]) -> None:
+        """What the verify op kept of each row's ``decision.num_draft`` drafts."""
+        for b, (n, s, a) in enumerate(zip(decision.num_draft, sources, kept)):
+            if n:
+                self.estimates.observe(b, s, n, a)
