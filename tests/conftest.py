@@ -94,3 +94,18 @@ class Tiny:
 @pytest.fixture(scope="session")
 def tiny() -> type[Tiny]:
     return Tiny
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cost_profiles_in_a_temporary_folder(tmp_path_factory):
+    """Engines under adaptive speculation measure and cache step-cost tables; the suite's go to a
+    temporary folder, never the user's cache."""
+    from selfjudge.engine.cost_profile import PROFILE_DIR_ENV
+
+    old = os.environ.get(PROFILE_DIR_ENV)
+    os.environ[PROFILE_DIR_ENV] = str(tmp_path_factory.mktemp("cost-profiles"))
+    yield
+    if old is None:
+        os.environ.pop(PROFILE_DIR_ENV, None)
+    else:
+        os.environ[PROFILE_DIR_ENV] = old

@@ -10,9 +10,14 @@ from (prompt lookup: ``"context:3"`` for a 3-gram match in the context, ``"store
 n-gram store; a draft model its name), since a 3-gram match and a store guess are kept at
 very different rates. Two levels of counts, both decayed so they follow drift:
 
-* a shared level per (source, position), across requests and calls, starting at ``prior``;
+* a shared level per (source, position), across requests and calls. Position 0 starts at
+  ``prior``; position i > 0 is shrunk toward position i - 1's shared rate, so a position never
+  yet verified inherits the rate of the one before it (with a fixed prior, a width once found
+  too wide for a 50 % guess would never be tried again, however well the shorter ones do);
 * a per-request level per (source, position), shrunk toward the shared rate with weight
-  ``request_weight`` (a request that keeps everything stands out after a few cycles).
+  ``request_weight`` and decayed faster (``request_decay``: one observation per cycle, where
+  the shared level gets one per row), so a request that stops matching is noticed within tens
+  of cycles.
 """
 
 from __future__ import annotations
@@ -43,24 +48,26 @@ class AcceptanceEstimates:
         prior: the rate assumed before anything was observed (optimistic enough to try).
         prior_weight: pseudo-observations of the prior at the shared level.
         request_weight: pseudo-observations of the shared rate at a request's level.
-        decay: per-observation decay of the counts (1 = plain counts).
+        decay: per-observation decay of the shared counts (1 = plain counts).
+        request_decay: per-observation decay of a request's counts.
     """
 
     def __init__(self, prior: float = 0.5, prior_weight: float = 2.0, request_weight: float = 4.0,
-                 decay: float = 0.995):
+                 decay: float = 0.995, request_decay: float = 0.97):
         if not 0.0 <= prior <= 1.0:
             raise ValueError(f"prior must be in [0, 1], got {prior}")
         if not prior_weight > 0 or not request_weight > 0:
             raise ValueError(f"prior_weight and request_weight must be > 0, got {prior_weight}, {request_weight}")
-        if not 0.0 < decay <= 1.0:
-            raise ValueError(f"decay must be in (0, 1], got {decay}")
-        self.prior, self.prior_weight, self.request_weight, self.decay = prior, prior_weight, request_weight, decay
+        if not (0.0 < decay <= 1.0 and 0.0 < request_decay <= 1.0):
+            raise ValueError(f"decay and request_decay must be in (0, 1], got {decay}, {request_decay}")
+        self.prior, self.prior_weight, self.request_weight = prior, prior_weight, request_weight
+        self.decay, self.request_decay = decay, request_decay
         self.shared = _Counts(decay)
         self.rows: list[_Counts] = []
 
     def start(self, num_rows: int) -> None:
         """A new batch: fresh per-request counts; the shared level carries over."""
-        self.rows = [_Counts(self.decay) for _ in range(num_rows)]
+        self.rows = [_Counts(self.request_decay) for _ in range(num_rows)]
 
     def select(self, rows: list[int]) -> None:
         """Keep the per-request counts of batch rows ``rows`` (finished requests left)."""
@@ -68,9 +75,14 @@ class AcceptanceEstimates:
 
     def rate(self, row: int, source: str, position: int) -> float:
         """Estimated probability that draft ``position`` (0-based) is kept given the ones before were."""
-        key = (source, position)
-        shared = self.shared.rate(key, self.prior, self.prior_weight)
-        return self.rows[row].rate(key, shared, self.request_weight)
+        return self.rows[row].rate((source, position), self.shared_rate(source, position), self.request_weight)
+
+    def shared_rate(self, source: str, position: int) -> float:
+        """The rate across requests: position 0 shrunk toward ``prior``, position i toward position i - 1's."""
+        rate = self.prior
+        for i in range(position + 1):
+            rate = self.shared.rate((source, i), rate, self.prior_weight)
+        return rate
 
     def expected_kept(self, row: int, source: str, num_drafts: int) -> float:
         """Expected kept tokens of a ``num_drafts``-token proposal: the sum of survival probabilities."""
