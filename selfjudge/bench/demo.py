@@ -51,7 +51,7 @@ def best_rule_at_budget(metadata: dict, budget: float, K: int):
     return None if best is None else (best[0].name, rule_policy(best[0]))
 
 
-def _engines(k: int, threshold, verifier, budget: float, target, draft, tokenizer):
+def _engines(k: int | None, threshold, verifier, budget: float, target, draft, tokenizer):
     """The demo's engines: target-only, standard SD, SelfJudge at ``threshold`` and, when the verifier's
     validation curves name one, the best training-free rule within the same quality budget."""
     from selfjudge.engine import SpeculativeEngine
@@ -64,7 +64,7 @@ def _engines(k: int, threshold, verifier, budget: float, target, draft, tokenize
             target, draft, tokenizer, policy="judge", verifier=verifier, threshold=threshold, **common
         ),
     }
-    rule = best_rule_at_budget(verifier.metadata, budget, k)
+    rule = best_rule_at_budget(verifier.metadata, budget, k or 4)
     if rule is not None:
         engines[rule[0]] = SpeculativeEngine(target, draft, tokenizer, policy=rule[1], **common)
     return engines, (rule[0] if rule else None)
@@ -102,13 +102,14 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
 
 def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: int = 6, max_new_tokens: int = 96,
-             k: int = 4, budget: float = 0.97, threshold: str | float | None = None, verifier_path: str | None = None,
+             k: int | None = None, budget: float = 0.97, threshold: str | float | None = None, verifier_path: str | None = None,
              drafter: str | None = None, eagle_dir: str | None = None, device: str = "auto",
              dtype: str = "auto") -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
     pieces of the completion with the most judge-only tokens). SelfJudge runs at ``threshold``,
     by default ``"quality:<budget>"`` (the loosest threshold its validation curve keeps at semantic
     fidelity >= ``budget``), beside the best training-free rule within the same budget.
+    ``k``: a fixed number of drafts per cycle, None: adaptive speculation (0..4 per row each cycle).
     ``device`` / ``dtype``: see :func:`selfjudge.models.load_pair`."""
     import torch
 

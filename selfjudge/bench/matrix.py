@@ -27,14 +27,29 @@ class Config:
     name: str  # e.g. "standard", "top-2", "SelfJudge-F", "AutoJudge-q0.50"
     family: str  # "target-only" | "standard" | "top-k" | "SelfJudge" | "AutoJudge" (one Pareto curve each)
     policy: str  # engine policy name
-    K: int  # draft tokens per cycle (0 for target-only)
+    K: int  # draft tokens per cycle (0 for target-only); the most per row when adaptive
     threshold: str | None = None  # judge threshold name
     top_k: int | None = None
     params: tuple = ()  # a training-free rule's settings, ((name, value), ...)
+    adaptive: bool = False  # adaptive speculation: each cycle 0..K drafts per row (name and family end in "adaptive")
 
     @property
     def key(self) -> str:
         return f"{self.name}@K{self.K}"
+
+
+ADAPTIVE = " adaptive"  # the suffix of an adaptive configuration's name and family
+
+
+def adaptive_configs(K: int, top_ks: Sequence[int], judges: dict[str, Any], named_thresholds: Sequence[str]) -> list[Config]:
+    """Standard, top-k and each judge at its named thresholds under adaptive speculation (at most
+    ``K`` drafts per row): a Pareto curve of their own beside the fixed-K ones."""
+    cfgs = [Config("standard" + ADAPTIVE, "standard" + ADAPTIVE, "standard", K, adaptive=True)]
+    cfgs += [Config(f"top-{k}{ADAPTIVE}", "top-k" + ADAPTIVE, "topk", K, top_k=k, adaptive=True) for k in top_ks]
+    for family in judges:
+        cfgs += [Config(f"{family}-{t}{ADAPTIVE}", family + ADAPTIVE, "judge", K, threshold=t, adaptive=True)
+                 for t in dict.fromkeys(named_thresholds)]
+    return cfgs
 
 
 def make_configs(
@@ -47,6 +62,7 @@ def make_configs(
     hf_baselines: bool = False,
     rules: Sequence[str] = (),
     hf_prompt_lookup: bool = False,
+    adaptive_ks: Sequence[int] = (),
 ) -> list[Config]:
     """Target-only first, then per K: standard, top-k, each judge at its named thresholds
     (and at the sweep thresholds for K in ``sweep_ks``); with ``hf_baselines``, Hugging Face's
@@ -55,7 +71,8 @@ def make_configs(
     Hugging Face's own prompt lookup (``prompt_lookup_num_tokens=K``) per K, the lossless
     peer of the engine's prompt-lookup drafter. ``rules``: training-free lossy
     rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate", and the
-    headroom measure "oracle"), each at its sweep of settings for K in ``sweep_ks``."""
+    headroom measure "oracle"), each at its sweep of settings for K in ``sweep_ks``. ``adaptive_ks``:
+    for each, :func:`adaptive_configs` with at most that many drafts per row."""
     unknown = [r for r in rules if r not in RULE_SWEEPS]
     if unknown:
         raise ValueError(f"rules must be among {sorted(RULE_SWEEPS)}, got {unknown}")
@@ -97,6 +114,8 @@ def make_configs(
                 label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
                 threshold = dict(params).get("threshold") if policy in ("judge+fly", "judge+gate") else None
                 cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))
+    for K in adaptive_ks:
+        cfgs += adaptive_configs(K, top_ks, judges, named_thresholds)
     return cfgs
 
 
@@ -226,9 +245,10 @@ def build_engines(target, draft, tokenizer, configs: Sequence[Config], judges: d
             target,
             (drafter if drafter is not None else draft) if c.policy != "autoregressive" else None,
             tokenizer,
-            num_draft_tokens=max(c.K, 1),
+            num_draft_tokens=None if c.adaptive else max(c.K, 1),
+            max_draft_tokens=max(c.K, 1),
             policy=rule_policy(c, judges.get("SelfJudge"), target, eos_ids) if c.params else c.policy,
-            verifier=judges.get(c.family),
+            verifier=judges.get(c.family.removesuffix(ADAPTIVE)),
             threshold=c.threshold,
             top_k=c.top_k or 2,
             protected_token_ids=protected_token_ids if c.policy == "judge" else None,
@@ -342,7 +362,7 @@ def run_block(
 
     ref = [text for text, _ in acc[configs[0].key]["outputs"]]
     base_tps = None
-    std_tps: dict[int, float] = {}
+    std_tps: dict[tuple[int, bool], float] = {}  # (K, adaptive) -> standard SD's tokens/s
     rows = []
     for c in configs:
         a = acc[c.key]
@@ -355,8 +375,8 @@ def run_block(
         rouge = [scorer.rouge(text, r) for (text, _), r in zip(a["outputs"], ref)]
         if c.name == AUTOREGRESSIVE:
             base_tps = tps
-        if c.name == "standard":
-            std_tps[c.K] = tps
+        if c.name in ("standard", "standard" + ADAPTIVE):
+            std_tps[c.K, c.adaptive] = tps
         cyc = st.cycle_time
         row = {
             **asdict(c),
@@ -368,7 +388,7 @@ def run_block(
             "timing_rounds": timing_rounds,
             "tokens_per_s": tps,
             "speedup_vs_target_only": tps / base_tps if base_tps else float("nan"),
-            "speedup_vs_standard": tps / std_tps[c.K] if c.K in std_tps else float("nan"),
+            "speedup_vs_standard": tps / std_tps[c.K, c.adaptive] if (c.K, c.adaptive) in std_tps else float("nan"),
             "mean_accepted_length": (1.0 if c.policy == "autoregressive" else
                                      float("nan") if c.family == "HF" else st.mean_accepted_length),
             "acceptance_rate": st.acceptance_rate,
@@ -389,6 +409,9 @@ def run_block(
             "share_target": st.time_target / cyc if cyc else 0.0,
             "share_verify": st.time_verify / cyc if cyc else 0.0,
             "share_other": st.time_other / cyc if cyc else 0.0,
+            # adaptive speculation: cycles per drafts verified per row (0 = plain) and expected vs kept drafts
+            "drafts_verified": list(st.drafts_verified),
+            "expected_accepted": st.expected_accepted,
             "per_prompt": {"task_score": scores, "fidelity": fid, "semantic": sem, "rouge_l": rouge,
                            "tokens": [len(ids) for _, ids in a["outputs"]], "cycles": a["cycles"],
                            "accepted": a["accepted"]},

@@ -56,6 +56,7 @@ class MatrixSpec:
     split: str = "eval"  # "eval" (reported figures) or "val" (choosing thresholds and settings)
     max_new_tokens: int | None = None  # None: DEFAULT_MAX_NEW per task
     ks: list[int] = field(default_factory=lambda: [4, 8])
+    adaptive_ks: list[int] = field(default_factory=lambda: [4])  # adaptive speculation, at most K drafts per row
     batch_sizes: list[int] = field(default_factory=lambda: [1, 8])
     top_ks: list[int] = field(default_factory=lambda: [2, 5])
     judges: list[str] = field(default_factory=lambda: list(JUDGE_FAMILIES))
@@ -279,7 +280,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
             configs = make_configs(spec.ks, spec.top_ks, judges, spec.thresholds, sweep, spec.sweep_ks,
                                    hf_baselines=spec.hf_baselines and b == 1,
                                    hf_prompt_lookup=spec.drafter == "prompt-lookup",
-                                   rules=spec.rules if b in spec.sweep_batches else ())
+                                   rules=spec.rules if b in spec.sweep_batches else (), adaptive_ks=spec.adaptive_ks)
             plan.append((task_name, b, configs, judges, paths))
 
     # expected duration: a measured target-only step times every configuration's tokens

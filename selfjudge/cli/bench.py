@@ -25,7 +25,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="prompts: eval (what is reported) or val (what thresholds and settings are chosen on)")
     ap.add_argument("--max-new-tokens", type=positive_int, default=None,
                     help=f"new-token cap for every task (default per task: {DEFAULT_MAX_NEW})")
-    ap.add_argument("--ks", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--ks", type=int, nargs="+", default=[4, 8], help="fixed drafts per cycle")
+    ap.add_argument("--adaptive-ks", type=positive_int, nargs="*", default=[4],
+                    help="adaptive speculation beside the fixed K: at most this many drafts per row "
+                         "(standard, top-k and the judges at --thresholds); none: fixed K only")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--top-ks", type=int, nargs="+", default=[2, 5])
     ap.add_argument("--judges", nargs="+", default=list(JUDGE_FAMILIES), choices=list(JUDGE_FAMILIES))
@@ -64,7 +67,7 @@ def spec_from_args(args: argparse.Namespace):
     from selfjudge.bench.wallclock import MatrixSpec
 
     fields = {k: getattr(args, k) for k in (
-        "pair", "tasks", "limit", "split", "max_new_tokens", "ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
+        "pair", "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "lookup_store", "hf_baselines",
         "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
     fields["drafter"] = drafter_name(args.drafter, args.pair)

@@ -21,7 +21,7 @@ def register(subparsers) -> None:
     p.add_argument("--prompts", type=positive_int, default=6, help="evaluation prompts of the task")
     p.add_argument("--max-new-tokens", type=positive_int, default=96)
     p.add_argument("-k", type=positive_int, default=None,
-                   help="draft tokens per cycle (default: the K measured best for the default drafter, else 4)")
+                   help="a fixed number of draft tokens per cycle (default: adaptive, 0..4 per row each cycle)")
     p.add_argument("--budget", type=finite_float, default=0.97,
                    help="quality budget: the semantic similarity to the target's own output that SelfJudge's "
                         "threshold and the rule's setting keep on validation prompts")
@@ -46,10 +46,7 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written
-    from selfjudge.models.pair import default_num_draft_tokens
-
-    k = args.k if args.k is not None else default_num_draft_tokens(args.pair, args.drafter)
-    report = run_demo(args.pair, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=k,
+    report = run_demo(args.pair, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
                       budget=args.budget, threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
                       drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device,
                       dtype=args.dtype)

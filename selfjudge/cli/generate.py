@@ -17,7 +17,10 @@ def register(subparsers) -> None:
     p.add_argument("--raw", action="store_true", help="prompts are already chat-formatted text")
     p.add_argument("--pair", default="smollm2-135m")
     p.add_argument("--policy", default="standard", choices=["autoregressive", "standard", "topk", "judge"])
-    p.add_argument("-k", type=positive_int, default=4, help="draft tokens per cycle")
+    p.add_argument("-k", type=positive_int, default=None,
+                   help="a fixed number of draft tokens per cycle (default: adaptive, 0..--max-k per row each "
+                        "cycle, chosen from this machine's measured step costs)")
+    p.add_argument("--max-k", type=positive_int, default=4, help="the most draft tokens per row when adaptive")
     add_drafter_arguments(p, "what drafts: the draft model, an EAGLE head or prompt lookup (no model)")
     p.add_argument("--top-k", type=positive_int, default=2)
     p.add_argument("--verifier", default=None, help="verifier .safetensors for --policy judge")
@@ -46,7 +49,8 @@ def run(args) -> int:
 
         verifier = load_verifier(args.verifier, expect_model=args.pair, expect_hidden_size=target.config.hidden_size)
     engine = SpeculativeEngine(  # the engine wraps the slot's draft model, EAGLE head or n-gram settings
-        target, draft, tokenizer, num_draft_tokens=args.k, policy=args.policy, verifier=verifier,
+        target, draft, tokenizer, num_draft_tokens=args.k, max_draft_tokens=args.max_k, policy=args.policy,
+        verifier=verifier,
         threshold=parse_threshold(args.threshold), top_k=args.top_k,
     )
     results = engine.generate(

@@ -1,7 +1,7 @@
 """selfjudge.engine: batched speculative decoding over Hugging Face causal LMs.
 
-``SpeculativeEngine(target, draft, tokenizer, num_draft_tokens=K, policy=...)``
-with policies ``autoregressive``, ``standard``, ``topk`` and ``judge``; see
+``SpeculativeEngine(target, draft, tokenizer, policy=...)`` (adaptive speculation: each
+cycle's drafts per row chosen from measured costs; ``num_draft_tokens=K`` fixes K) with policies ``autoregressive``, ``standard``, ``topk`` and ``judge``; see
 :mod:`selfjudge.engine.engine` for the cycle's steps, :mod:`selfjudge.engine.drafter`
 for the propose seam and :mod:`selfjudge.engine.cache` for the batched KV-cache
 handling (design note: ``csrc_docs/engine.md``).

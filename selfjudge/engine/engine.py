@@ -84,10 +84,11 @@ class SpeculativeEngine:
             ``policy="autoregressive"`` (may then be None).
         tokenizer: tokenizer shared by both (needed for string prompts, ``text``,
             stop strings and ``chat=True``); may be None for token-id prompts.
-        num_draft_tokens: K, drafts per cycle; None: adaptive speculation, each
-            cycle 0..``max_draft_tokens`` drafts per row chosen by an
-            :class:`~selfjudge.engine.adaptive.AdaptiveController` from measured step costs
-            and online acceptance estimates (0: a plain decode step).
+        num_draft_tokens: a fixed K, drafts per row every cycle; None (the default):
+            adaptive speculation, each cycle 0..``max_draft_tokens`` drafts per row chosen
+            by an :class:`~selfjudge.engine.adaptive.AdaptiveController` from the machine's
+            measured step costs and online acceptance estimates (0: a plain decode step),
+            so speculation is never paid for where it cannot win.
         policy: "autoregressive", "standard", "topk", "judge" or a
             :class:`~selfjudge.engine.policies.Policy`.
         verifier: for "judge": a :class:`selfjudge.judge.Verifier` or a
@@ -120,7 +121,7 @@ class SpeculativeEngine:
         target,
         draft=None,
         tokenizer=None,
-        num_draft_tokens: int | None = 4,
+        num_draft_tokens: int | None = None,
         policy: str | Policy = "standard",
         verifier=None,
         *,

@@ -24,7 +24,8 @@ def test_demo_prints_table_and_writes_json_and_plot(tmp_path):
     from selfjudge.bench.demo import best_rule_at_budget
     from selfjudge.judge.verifier import load_verifier
 
-    rule = best_rule_at_budget(load_verifier(report["verifier"]).metadata, 0.97, report["k"])
+    assert report["k"] is None  # adaptive speculation by default
+    rule = best_rule_at_budget(load_verifier(report["verifier"]).metadata, 0.97, 4)
     assert report["rule_at_budget"] == (rule[0] if rule else None)
     assert names[3:] == ([rule[0]] if rule else [])
     base, std = report["rows"][0], report["rows"][1]

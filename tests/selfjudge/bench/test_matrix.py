@@ -79,6 +79,31 @@ def test_matrix_configs_and_block_rows(tiny):
             assert math.isclose(m, r["mean_accepted_length"])
 
 
+def test_adaptive_configurations_run_beside_the_fixed_ones(tiny):
+    tok, target, draft, verifier, prompts = _setup(tiny)
+    judges = {"SelfJudge": verifier}
+    cfgs = wm.make_configs([2], [2], judges, ["none", "all"], [], [], adaptive_ks=[3])
+    adaptive = [c.key for c in cfgs if c.adaptive]
+    assert adaptive == ["standard adaptive@K3", "top-2 adaptive@K3", "SelfJudge-none adaptive@K3",
+                        "SelfJudge-all adaptive@K3"]
+    engines = wm.build_engines(target, draft, tok, cfgs, judges)
+    assert engines["standard adaptive@K3"].adaptive is not None and engines["standard@K2"].adaptive is None
+    from selfjudge.engine.cost_profile import CostProfile
+
+    for key in adaptive:  # a made-up table on which drafting pays, so the figures do not hang on this machine's
+        engines[key].adaptive.profile = CostProfile((1, 2), (1, 2, 3, 4), ((1.0, 1.1, 1.2, 1.3), (1.5, 1.6, 1.7, 1.8)))
+    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(4)], prompts,
+                        batch=2, max_new_tokens=6, progress=False)
+    by = {r["name"]: r for r in rows}
+    std, allj = by["standard adaptive"], by["SelfJudge-all adaptive"]
+    assert std["same_tokens_as_target_only"] and std["family"] == "standard adaptive" and std["adaptive"]
+    assert math.isclose(std["speedup_vs_standard"], 1.0)  # against standard under the same controller
+    # cycles the controller decided (a last one-token step has no decision), some of them with drafts
+    assert 0 < sum(std["drafts_verified"]) <= std["cycles"] and any(std["drafts_verified"][1:])
+    assert std["expected_accepted"] > 0 and allj["judge_accepted_tokens"] > 0
+    assert by["standard"]["drafts_verified"] == []  # fixed K: no controller
+
+
 def test_report_writes_tables_and_plots(tmp_path, tiny):
     tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
