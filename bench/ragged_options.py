@@ -51,7 +51,7 @@ def main() -> None:
     for rows in range(1, B + 1):
         caches[rows] = RaggedCache(target, rows, torch.device("cpu"))
         caches[rows].feed(torch.randint(0, V, (rows, args.context), generator=g))
-    shapes = sorted({(r, t) for p in (1, 2, 4) for w in (1, 2, 3, 4)
+    shapes = sorted({(B, 1)} | {(r, t) for p in (1, 2, 4) for w in (1, 2, 3, 4)
                      for r, t in ((B, w + 1), (p, w + 1), (B - p, 1), (1, p * (w + 1) + B - p))})
     times: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
     for r in range(args.repeats + 1):  # a warm-up round, then alternating orders

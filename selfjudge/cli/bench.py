@@ -30,7 +30,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="adaptive speculation beside the fixed K: at most this many drafts per row "
                          "(standard, top-k and the judges at --thresholds); none: fixed K only")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
-    ap.add_argument("--top-ks", type=int, nargs="+", default=[2, 5])
+    ap.add_argument("--top-ks", type=int, nargs="*", default=[2, 5], help="top-k policies (none: no top-k rows)")
     ap.add_argument("--judges", nargs="+", default=list(JUDGE_FAMILIES), choices=list(JUDGE_FAMILIES))
     ap.add_argument("--thresholds", nargs="+", default=["F", "R"], help="named judge thresholds")
     ap.add_argument("--sweep", nargs="*", default=SWEEP, help="extra judge thresholds for the Pareto curves")

@@ -73,9 +73,16 @@ class AcceptanceEstimates:
         """Keep the per-request counts of batch rows ``rows`` (finished requests left)."""
         self.rows = [self.rows[r] for r in rows]
 
-    def rate(self, row: int, source: str, position: int) -> float:
-        """Estimated probability that draft ``position`` (0-based) is kept given the ones before were."""
-        return self.rows[row].rate((source, position), self.shared_rate(source, position), self.request_weight)
+    def rate(self, row: int, source: str, position: int, optimism: float = 0.0) -> float:
+        """Estimated probability that draft ``position`` (0-based) is kept given the ones before were;
+        ``optimism`` z > 0 adds z standard errors, ``z sqrt(r (1 - r) / (n + prior_weight))`` with n the
+        shared observations, so a source or position seen rarely gets tried (an upper confidence bound)."""
+        key = (source, position)
+        rate = self.rows[row].rate(key, self.shared_rate(source, position), self.request_weight)
+        if optimism > 0:
+            seen = self.shared.tried.get(key, 0.0) + self.prior_weight
+            rate = min(1.0, rate + optimism * (rate * (1.0 - rate) / seen) ** 0.5)
+        return rate
 
     def shared_rate(self, source: str, position: int) -> float:
         """The rate across requests: position 0 shrunk toward ``prior``, position i toward position i - 1's."""
@@ -84,11 +91,12 @@ class AcceptanceEstimates:
             rate = self.shared.rate((source, i), rate, self.prior_weight)
         return rate
 
-    def expected_kept(self, row: int, source: str, num_drafts: int) -> float:
-        """Expected kept tokens of a ``num_drafts``-token proposal: the sum of survival probabilities."""
+    def expected_kept(self, row: int, source: str, num_drafts: int, optimism: float = 0.0) -> float:
+        """Expected kept tokens of a ``num_drafts``-token proposal: the sum of survival probabilities
+        (``optimism``: of the optimistic rates, see :meth:`rate`)."""
         total, survive = 0.0, 1.0
         for i in range(num_drafts):
-            survive *= self.rate(row, source, i)
+            survive *= self.rate(row, source, i, optimism)
             total += survive
         return total
 

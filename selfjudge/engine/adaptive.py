@@ -1,22 +1,36 @@
 """Adaptive speculation: each cycle, how many drafts each row sends to verification, 0 included.
 
-The engine's verify forward is padded: every row pays for the widest row's positions. So the
-choice that matters is the cycle's *width* w (drafts per row; a row with fewer proposals sends
-all it has): the controller picks the w that maximises expected tokens per second,
+Each row b proposed ``c_b`` tokens; the controller admits the first ``k_b <= c_b`` of them to
+verification so as to maximise expected tokens per second for the batch,
 
-    (B + sum_b E_b[kept | min(c_b, w) drafts]) / step_seconds(B, w),
+    (B + sum_b E_b[kept | k_b drafts]) / cost(k_1..k_B),
 
-with ``c_b`` the tokens row b proposed, ``E_b`` from :class:`~selfjudge.engine.acceptance.
-AcceptanceEstimates` (per request, position and proposal source) and ``step_seconds`` from the
-machine's measured :class:`~selfjudge.engine.cost_profile.CostProfile`; w = 0 is a plain decode
-step, which the engine then takes on the plain path (no speculative forward at all). The same
-rule picks how many tokens to ask a drafter whose drafting costs forwards (a draft model), with
-its measured seconds per drafted token added to the cost. Two guards:
+with ``E_b`` from :class:`~selfjudge.engine.acceptance.AcceptanceEstimates` (per request,
+position and proposal source) and the cost from the machine's measured
+:class:`~selfjudge.engine.cost_profile.CostProfile`. Two cost shapes, as the engine verifies:
 
-* hysteresis: the previous width stays while its score is within ``hysteresis`` of the best;
+* packed (the engine's default, :mod:`selfjudge.engine.packed`): a row pays for its own
+  positions, so the cost is the table's at ``B + sum k_b`` positions in all. The best choice
+  admits draft slots in order of survival probability (row b's j-th draft is kept with
+  probability ``prod_{i<=j} a_{b,i}``, decreasing in j, so the order keeps every row's slots a
+  prefix), the admitted count the one with the best score: vLLM's adaptive verification rule;
+* padded: every row pays for the widest row's positions, so the choice is one width w for all
+  rows (a row with fewer proposals sends what it has), cost ``step_seconds(B, w)``.
+
+Choices are made on optimistic rates (``optimism`` standard errors above the estimate, shrinking
+as observations come in), so a source whose keep rate is not yet known is tried rather than
+written off at the prior; the expected kept tokens reported are the plain estimates.
+
+No admitted slot is a plain decode step, which the engine then takes on the plain path (no
+speculative forward at all). The same rule picks how many tokens to ask a drafter whose
+drafting costs forwards (a draft model), with its measured seconds per drafted token added to
+the cost. Two guards:
+
+* hysteresis: the previous choice (slot count, or width) stays while its score is within
+  ``hysteresis`` of the best;
 * probing: after ``probe_every`` plain steps in a row that had proposals, one cycle verifies
-  width 1, so estimates that fell too low can recover (costs at most a ``1/probe_every`` share
-  of one width-1 step's extra time).
+  each row's first draft, so estimates that fell too low can recover (costs at most a
+  ``1/probe_every`` share of one such step's extra time).
 """
 
 from __future__ import annotations
@@ -33,8 +47,8 @@ __all__ = ["AdaptiveController", "Decision"]
 class Decision:
     """One cycle's choice (host lists, one entry per running row)."""
 
-    width: int  # drafts verified per row this cycle (0: a plain decode step)
-    num_draft: list[int]  # per row: min(proposed, width)
+    width: int  # the most drafts a row verifies this cycle (0: a plain decode step)
+    num_draft: list[int]  # per row: drafts verified
     expected_kept: list[float]  # per row: expected kept drafts at num_draft
 
 
@@ -47,13 +61,18 @@ class AdaptiveController:
             engine's target on first use (:func:`~selfjudge.engine.cost_profile.load_or_measure_profile`).
         estimates: the acceptance estimates (default: a fresh :class:`AcceptanceEstimates`).
         hysteresis: relative score margin before the width changes.
-        probe_every: plain steps in a row (with proposals) before a width-1 probe; 0 = never.
+        probe_every: plain steps in a row (with proposals) before a probe of each row's first
+            draft; 0 = never.
+        packed: rows pay for their own drafts only (the engine's packed verify), else for the
+            widest row's (set by the engine).
+        optimism: standard errors added to each keep rate when choosing (0: the plain estimates).
     """
 
     name = "adaptive"
 
     def __init__(self, max_draft_tokens: int = 4, *, cost_profile: CostProfile | None = None,
-                 estimates: AcceptanceEstimates | None = None, hysteresis: float = 0.03, probe_every: int = 32):
+                 estimates: AcceptanceEstimates | None = None, hysteresis: float = 0.03, probe_every: int = 32,
+                 packed: bool = False, optimism: float = 1.0):
         if int(max_draft_tokens) < 1:
             raise ValueError(f"max_draft_tokens must be >= 1, got {max_draft_tokens}")
         if not hysteresis >= 0:
@@ -64,7 +83,10 @@ class AdaptiveController:
         self.profile = cost_profile
         self.estimates = estimates or AcceptanceEstimates()
         self.hysteresis, self.probe_every = float(hysteresis), int(probe_every)
-        self._width: int | None = None
+        if not optimism >= 0:
+            raise ValueError(f"optimism must be >= 0, got {optimism}")
+        self.packed, self.optimism = bool(packed), float(optimism)
+        self._width: int | None = None  # the previous choice: width (padded) or admitted slots (packed)
         self._plain_run = 0
         self.draft_seconds_per_token = 0.0  # running mean of a drafter's measured cost (0: free)
 
@@ -81,7 +103,7 @@ class AdaptiveController:
 
     def _score(self, counts: list[int], sources: list[str], width: int, draft_seconds: float = 0.0) -> float:
         B = len(counts)
-        tokens = B + sum(self.estimates.expected_kept(b, s, min(c, width)) for b, (c, s) in
+        tokens = B + sum(self.estimates.expected_kept(b, s, min(c, width), self.optimism) for b, (c, s) in
                          enumerate(zip(counts, sources)))
         return tokens / (self.profile.step_seconds(B, width) + draft_seconds)
 
@@ -102,23 +124,49 @@ class AdaptiveController:
         return max(range(1, cap + 1), key=lambda k: self._score([k] * num_rows, sources, k, k * cost))
 
     def choose(self, counts: list[int], sources: list[str]) -> Decision:
-        """The width for rows that proposed ``counts`` tokens from ``sources`` (see the module doc)."""
+        """What rows that proposed ``counts`` tokens from ``sources`` verify (see the module doc)."""
         counts = [min(max(int(c), 0), self.max_draft_tokens) for c in counts]
-        widths = range(0, max(counts, default=0) + 1)
-        scores = {w: self._score(counts, sources, w) for w in widths}
-        best = max(widths, key=lambda w: (scores[w], -w))
-        if self._width in scores and scores[self._width] * (1 + self.hysteresis) >= scores[best]:
-            best = self._width
-        if best == 0 and max(counts, default=0) > 0:
+        chosen, num_draft = (self._choose_packed if self.packed else self._choose_width)(counts, sources)
+        if chosen == 0 and max(counts, default=0) > 0:
             self._plain_run += 1
             if self.probe_every and self._plain_run >= self.probe_every:
-                best, self._plain_run = 1, 0
+                self._plain_run, num_draft = 0, [min(c, 1) for c in counts]
+                chosen = 1 if not self.packed else sum(num_draft)
         else:
             self._plain_run = 0
-        self._width = best
-        num_draft = [min(c, best) for c in counts]
+        self._width = chosen
         expected = [self.estimates.expected_kept(b, s, n) for b, (n, s) in enumerate(zip(num_draft, sources))]
-        return Decision(best, num_draft, expected)
+        return Decision(max(num_draft, default=0), num_draft, expected)
+
+    def _keep_previous(self, scores: dict[int, float], best: int) -> int:
+        if self._width in scores and scores[self._width] * (1 + self.hysteresis) >= scores[best]:
+            return self._width
+        return best
+
+    def _choose_width(self, counts: list[int], sources: list[str]) -> tuple[int, list[int]]:
+        widths = range(0, max(counts, default=0) + 1)
+        scores = {w: self._score(counts, sources, w) for w in widths}
+        best = self._keep_previous(scores, max(widths, key=lambda w: (scores[w], -w)))
+        return best, [min(c, best) for c in counts]
+
+    def _choose_packed(self, counts: list[int], sources: list[str]) -> tuple[int, list[int]]:
+        B = len(counts)
+        slots = []  # (survival probability, row): each row's j-th draft, in order of survival
+        for b, (c, s) in enumerate(zip(counts, sources)):
+            survive = 1.0
+            for i in range(c):
+                survive *= self.estimates.rate(b, s, i, self.optimism)
+                slots.append((survive, b))
+        slots.sort(key=lambda slot: -slot[0])
+        scores, tokens = {0: B / self.profile.packed_seconds(B, B)}, float(B)
+        for n, (survive, _) in enumerate(slots, start=1):
+            tokens += survive
+            scores[n] = tokens / self.profile.packed_seconds(B, B + n)
+        best = self._keep_previous(scores, max(scores, key=lambda n: (scores[n], -n)))
+        num_draft = [0] * B
+        for _, b in slots[:best]:
+            num_draft[b] += 1
+        return best, num_draft
 
     def observe(self, decision: Decision, sources: list[str], kept: list[int]) -> None:
         """What the verify op kept of each row's ``decision.num_draft`` drafts."""

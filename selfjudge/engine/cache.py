@@ -98,6 +98,44 @@ class RaggedCache:
         self.next_pos = self.next_pos + input_valid.sum(1)
         return out
 
+    def feed_packed(
+        self,
+        input_ids: torch.Tensor,  # [B, S] int64
+        input_valid: torch.Tensor,  # [B, S] bool, each row's valid columns first
+        *,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`feed` of S columns per row, computing only the valid ones (see
+        :mod:`selfjudge.engine.packed`): the cache ends as :meth:`feed` leaves it. Returns
+        ``logits`` [B, S, V] and, with ``output_hidden_states``, the final-norm states [B, S, H],
+        zero at the invalid columns."""
+        from selfjudge.engine.packed import PACKING_KWARG, PackedCacheView, packed_attention_for
+
+        if self.decoder_only:
+            raise ValueError("feed_packed: needs the full model (the cache was made decoder_only)")
+        B, S = input_ids.shape
+        rows, cols = input_valid.nonzero(as_tuple=True)  # [N] each, row-major
+        pos = (self.next_pos[:, None] + input_valid.long().cumsum(1) - 1).clamp_min(0)  # [B, S]
+        mask = torch.cat([self.valid, input_valid], dim=1)  # [B, L+S]
+        L = self.length
+        causal = torch.ones(S, L + S, dtype=torch.bool, device=mask.device).tril(L)  # [S, L+S]
+        view = PackedCacheView(self.cache, rows, cols, B, S)
+        with packed_attention_for(self.model):
+            out = self.model(input_ids=input_ids[rows, cols][None], attention_mask=(mask[:, None, :] & causal)[:, None],
+                             position_ids=pos[rows, cols][None], use_cache=True, logits_to_keep=int(rows.numel()),
+                             output_hidden_states=output_hidden_states,
+                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S)})
+        self.valid = mask
+        self.next_pos = self.next_pos + input_valid.sum(1)
+        logits = out.logits.new_zeros(B, S, out.logits.shape[-1])
+        logits[rows, cols] = out.logits[0]
+        hidden = None
+        if output_hidden_states:
+            last = out.hidden_states[-1]  # [1, N, H]
+            hidden = last.new_zeros(B, S, last.shape[-1])
+            hidden[rows, cols] = last[0]
+        return logits, hidden
+
     def rollback(self, keep: torch.Tensor, num_new: int, keep_max: int) -> None:
         """Keep only the first ``keep[b]`` of the last ``num_new`` columns of row b.
 

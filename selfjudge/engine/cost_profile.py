@@ -74,6 +74,20 @@ class CostProfile:
         (r0, r1), (c0, c1) = (self.rows[i - 1], self.rows[i]), (column[i - 1], column[i])
         return max(c0 + (c1 - c0) * (rows - r0) / (r1 - r0), 1e-9)
 
+    def packed_seconds(self, rows: int, tokens: int) -> float:
+        """Seconds of one packed step: ``rows`` rows feeding ``tokens`` positions in all (at least
+        one each), read off the table at ``tokens / rows`` positions per row (linear between
+        measured position counts; beyond the widest, on the last segment's line)."""
+        per_row = max(tokens / rows, 1.0)
+        lo = max(p for p in self.positions if p <= per_row)
+        hi = next((p for p in self.positions if p > lo), None)
+        if hi is None:  # past the widest measured: extend the last segment
+            if len(self.positions) == 1:
+                return self.step_seconds(rows, 0) * per_row
+            lo, hi = self.positions[-2], self.positions[-1]
+        a, b = self.step_seconds(rows, lo - 1), self.step_seconds(rows, hi - 1)
+        return max(a + (b - a) * (per_row - lo) / (hi - lo), 1e-9)
+
     def _position_index(self, positions: int) -> int:
         if positions not in self.positions:
             raise ValueError(f"positions: {positions} per row is not in the profile's {list(self.positions)}")

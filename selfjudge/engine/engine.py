@@ -114,6 +114,9 @@ class SpeculativeEngine:
         adaptive: the controller of adaptive speculation (default: one with
             ``max_draft_tokens`` that measures, or reads from its cache, this machine's cost
             profile on the first ``generate``); only with ``num_draft_tokens=None``.
+        packed_verify: when rows verify different numbers of drafts, the target computes only
+            each row's own positions (:mod:`selfjudge.engine.packed`); False: every row is
+            padded to the widest (for models whose attention layers the packed path cannot drive).
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class SpeculativeEngine:
         protected_token_ids=None,
         max_draft_tokens: int = 4,
         adaptive: AdaptiveController | None = None,
+        packed_verify: bool = True,
     ):
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
                                   protected_token_ids=protected_token_ids)
@@ -159,6 +163,9 @@ class SpeculativeEngine:
         self.tokenizer = tokenizer
         self.K = self.adaptive.max_draft_tokens if self.adaptive else int(num_draft_tokens or max_draft_tokens)
         self.verify_backend = verify_backend
+        self.packed_verify = bool(packed_verify)
+        if self.adaptive is not None:  # the controller prices what the engine's verify forward costs
+            self.adaptive.packed = self.packed_verify
         self.compact_min_columns = int(compact_min_columns)
         self.eos_token_ids = eos_token_ids(target, tokenizer, eos_token_id)
         self.last_batch_stats = GenerationStats()
@@ -324,9 +331,15 @@ class SpeculativeEngine:
         policy or the drafter needs them, the final hidden states of those positions [B, k'+1, H]."""
         fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
         needs_hidden = self.policy.needs_hidden or self._drafter_needs_hidden
-        out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
+        if self.packed_verify and min(cycle.num_draft) < draft_ids.shape[1]:  # rows pay for their own drafts only
+            counts = torch.tensor(cycle.num_draft, device=self.device) + 1  # [B]
+            valid = torch.arange(fed.shape[1], device=self.device)[None] < counts[:, None]  # [B, k'+1]
+            logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden)
+        else:
+            out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
+            logits, hidden = out.logits, (out.hidden_states[-1] if needs_hidden else None)
         cycle.seconds["target"] = batch.timer.lap()
-        return out.logits, (out.hidden_states[-1] if needs_hidden else None)
+        return logits, hidden
 
     def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden) -> None:
         """Step 4: verify, bring the emitted ids home (the cycle's one host sync), roll both caches back."""

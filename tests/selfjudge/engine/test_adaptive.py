@@ -18,6 +18,7 @@ from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine import cost_profile as cp
 from selfjudge.engine.acceptance import AcceptanceEstimates
 from selfjudge.engine.adaptive import AdaptiveController, Decision
+from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.cost_profile import CostProfile, load_or_measure_profile
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 
@@ -193,6 +194,71 @@ def test_controller_picks_the_score_maximising_width():
         AdaptiveController(4, hysteresis=-1)
 
 
+def test_packed_cost_reads_the_table_at_positions_per_row():
+    p = CostProfile((1, 4), (1, 2, 3), ((1.0, 2.0, 2.5), (4.0, 6.0, 7.0)))
+    assert p.packed_seconds(4, 4) == 4.0 and p.packed_seconds(4, 8) == 6.0  # 1 and 2 positions per row
+    assert p.packed_seconds(4, 6) == pytest.approx(5.0)  # 1.5 per row: halfway
+    assert p.packed_seconds(4, 16) == pytest.approx(8.0)  # 4 per row: on the last segment's line
+    assert p.packed_seconds(2, 2) == pytest.approx(2.0)  # rows between measured sizes
+
+
+def test_packed_controller_admits_only_the_rows_that_pay():
+    # 8 rows: row 0's drafts are always kept, the others' never; a draft position costs a fifth of a row's step
+    c = controller(profile([1.0, 1.2, 1.4, 1.6, 1.8], row_slope=1.0), packed=True, probe_every=0)
+    for _ in range(60):
+        d = c.choose([4] * 8, ["s"] * 8)
+        c.observe(d, ["s"] * 8, [n if b == 0 else 0 for b, n in enumerate(d.num_draft)])
+    d = c.choose([4] * 8, ["s"] * 8)
+    assert d.num_draft == [4, 0, 0, 0, 0, 0, 0, 0] and d.width == 4
+    # negative control: the padded controller cannot single out row 0, so it verifies nothing
+    padded = controller(profile([1.0, 1.2, 1.4, 1.6, 1.8], row_slope=1.0), probe_every=0)
+    for _ in range(60):
+        d = padded.choose([4] * 8, ["s"] * 8)
+        padded.observe(d, ["s"] * 8, [n if b == 0 else 0 for b, n in enumerate(d.num_draft)])
+    assert padded.choose([4] * 8, ["s"] * 8).width == 0
+
+
+def test_packed_controller_finds_the_best_admission():
+    import itertools
+
+    table = profile([1.0, 1.3, 1.45, 1.55, 1.7], row_slope=0.6)
+    c = controller(table, packed=True, hysteresis=0.0, probe_every=0, optimism=0.0)
+    est = c.estimates
+    est.start(3)
+    for b, rate in enumerate([0.9, 0.5, 0.2]):  # three rows of different promise
+        r = random.Random(b)
+        for _ in range(40):
+            kept = 0
+            while kept < 3 and r.random() < rate:
+                kept += 1
+            est.observe(b, "s", 3, kept)
+    counts, sources = [3, 2, 3], ["s"] * 3
+
+    def score(ks):
+        tokens = 3 + sum(est.expected_kept(b, "s", k) for b, k in enumerate(ks))
+        return tokens / table.packed_seconds(3, 3 + sum(ks))
+
+    best = max(itertools.product(*(range(c_ + 1) for c_ in counts)), key=score)
+    d = c.choose(counts, sources)
+    assert score(d.num_draft) == pytest.approx(score(best))
+    assert d.num_draft[0] >= d.num_draft[2]  # the promising row first
+
+
+def test_an_unknown_source_is_tried_and_then_judged_on_its_record():
+    # one draft costs 0.6 of a row's plain step: a draft must be kept with probability > 0.6 to pay
+    table = profile([1.0, 1.6, 2.2, 2.8, 3.4])
+    shy = controller(table, packed=True, optimism=0.0, probe_every=0)
+    assert shy.choose([1], ["new"]).num_draft == [0]  # the prior 0.5 alone never pays: never learnt
+    keen = controller(table, packed=True, probe_every=0)
+    assert keen.choose([1], ["new"]).num_draft == [1]  # optimism: an unseen source is tried
+    for _ in range(30):  # ... and dropped once its record says it does not pay
+        d = keen.choose([1], ["new"])
+        keen.observe(d, ["new"], [0] * len(d.num_draft))
+    assert keen.choose([1], ["new"]).num_draft == [0]
+    with pytest.raises(ValueError, match="optimism"):
+        AdaptiveController(4, optimism=-1)
+
+
 def test_draft_model_cost_shrinks_the_request():
     c = controller(profile([1.0, 1.05, 1.1, 1.15, 1.2]))
     assert c.tokens_to_ask(8, 4, "draft") == 4  # drafting free so far: ask for the most
@@ -237,7 +303,7 @@ def widths_used(results) -> set[int]:
 
 @pytest.mark.parametrize("rows", [1, 8])
 @pytest.mark.parametrize("make", ["table", "random"])
-def test_adaptive_greedy_equals_hf_generate(target, rows, make):
+def test_adaptive_greedy_equals_hf_generate(target, rows, make, monkeypatch):
     prompts = PROMPTS[:rows]
     # an EOS that prompt 1 reaches mid-way, so rows finish at different cycles
     eos = hf_greedy(target, PROMPTS[1], N)[6] if rows > 1 else None
@@ -246,11 +312,20 @@ def test_adaptive_greedy_equals_hf_generate(target, rows, make):
         4, cost_profile=profile([1.0, 1.15, 1.25, 1.3, 1.35], row_slope=0.3))
     eng = SpeculativeEngine(target, PromptLookupDrafter(V, max_ngram=3), None, num_draft_tokens=None,
                             adaptive=adaptive, eos_token_id=[] if eos is None else eos)
+    packed_calls = []
+    real = RaggedCache.feed_packed
+
+    def counting(self, *a, **kw):
+        packed_calls.append(1)
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(RaggedCache, "feed_packed", counting)
     res = eng.generate(prompts, max_new_tokens=N)
     assert [r.token_ids for r in res] == refs
     assert sum(r.stats.accepted_tokens for r in res) > 0  # drafts were really verified and kept
     if rows > 1:
         assert len({len(r.token_ids) for r in res}) > 1  # rows finished at different times
+        assert packed_calls  # rows with fewer proposals were verified on the packed path
     if make == "random":
         assert 0 in widths_used(res) and len(widths_used(res)) >= 3  # plain steps and several widths
     assert all(r.stats.expected_accepted >= 0 for r in res)

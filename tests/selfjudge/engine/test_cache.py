@@ -67,3 +67,42 @@ def test_rollback_rejects_bad_keep_max(model):
         cache.feed(torch.tensor([[1, 2, 3]]))
     with pytest.raises(ValueError, match="keep_max"):
         cache.rollback(torch.tensor([1]), 2, 3)
+
+
+def test_packed_feed_equals_padded_feed_and_a_plain_forward(model):
+    """Rows feeding 4, 1, 0-padded, 2 valid columns: the packed forward's logits and hidden states
+    at the valid columns equal the padded forward's, both caches end equal, and the next step after
+    a rollback equals a plain forward over each row's tokens (GQA: 4 query heads, 2 key heads)."""
+    g = torch.Generator().manual_seed(1)
+    B, S = 4, 4
+    prompts = [[3, 4, 5, 6, 7], [8, 9], [10, 11, 12], [13]]
+    P = max(map(len, prompts))
+    ids = torch.zeros(B, P, dtype=torch.long)
+    valid = torch.zeros(B, P, dtype=torch.bool)
+    for b, p in enumerate(prompts):
+        ids[b, P - len(p):], valid[b, P - len(p):] = torch.tensor(p), True
+    padded, packed = RaggedCache(model, B, torch.device("cpu")), RaggedCache(model, B, torch.device("cpu"))
+    new = torch.randint(0, 61, (B, S), generator=g)
+    n = torch.tensor([4, 1, 3, 2])
+    new_valid = torch.arange(S)[None] < n[:, None]  # [B, S]
+    with torch.no_grad():
+        for c in (padded, packed):
+            c.feed(ids, valid)
+        ref = padded.feed(new, new_valid, logits_to_keep=S, output_hidden_states=True)
+        logits, hidden = packed.feed_packed(new, new_valid, output_hidden_states=True)
+        assert torch.allclose(logits[new_valid], ref.logits[new_valid], atol=1e-5)
+        assert torch.allclose(hidden[new_valid], ref.hidden_states[-1][new_valid], atol=1e-5)
+        assert (logits[~new_valid] == 0).all()
+        assert torch.equal(packed.valid, padded.valid) and torch.equal(packed.next_pos, padded.next_pos)
+        for a, b in zip(packed.cache.layers, padded.cache.layers):
+            mask = packed.valid[:, None, :, None]
+            assert torch.allclose(a.keys * mask, b.keys * mask, atol=1e-5)
+        keep = torch.tensor([2, 1, 3, 0])
+        packed.rollback(keep, S, int(keep.max()))
+        nxt = torch.randint(0, 61, (B, 1), generator=g)
+        last = packed.feed(nxt).logits[:, -1]
+    for b, p in enumerate(prompts):
+        seq = p + new[b, : keep[b]].tolist() + nxt[b].tolist()
+        assert torch.allclose(last[b], _plain_last_logits(model, seq), atol=1e-4)
+    with pytest.raises(ValueError, match="decoder_only"):
+        RaggedCache(model, 1, torch.device("cpu"), decoder_only=True).feed_packed(new[:1], new_valid[:1])
