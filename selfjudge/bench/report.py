@@ -176,8 +176,25 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
                 f"{_fmt(r['fidelity'], '.3f')} | {_fmt(r.get('semantic_fidelity'), '.3f')} | "
                 f"{_fmt(r['task_score'], '.3f')} | {shares} |"
             )
-        lines.append("")
+        lines += [""] + _adaptive_lines(rows)
     return "\n".join(lines)
+
+
+def _adaptive_lines(rows: list[dict]) -> list[str]:
+    """Under adaptive speculation: how many drafts rows verified per cycle, and the controller's
+    expected kept drafts against the kept ones (none without adaptive rows)."""
+    rows = [r for r in rows if r.get("drafts_verified")]
+    if not rows:
+        return []
+    width = max(len(r["drafts_verified"]) for r in rows)
+    lines = ["Adaptive speculation: row-cycles by drafts verified (0 = a plain step), expected vs kept drafts",
+             "", "| policy | " + " | ".join(str(k) for k in range(width)) + " | expected kept | kept |",
+             "|---|" + "---|" * (width + 2)]
+    for r in rows:
+        counts = list(r["drafts_verified"]) + [0] * (width - len(r["drafts_verified"]))
+        lines.append(f"| {r['name']} | " + " | ".join(str(c) for c in counts) +
+                     f" | {_fmt(r.get('expected_accepted'), '.1f')} | {r.get('accepted_tokens', '–')} |")
+    return lines + [""]
 
 
 _X = {"m": "mean_accepted_length", "tok/s": "tokens_per_s"}

@@ -79,7 +79,7 @@ def test_matrix_configs_and_block_rows(tiny):
             assert math.isclose(m, r["mean_accepted_length"])
 
 
-def test_adaptive_configurations_run_beside_the_fixed_ones(tiny):
+def test_adaptive_configurations_run_beside_the_fixed_ones(tiny, tmp_path):
     tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2], [2], judges, ["none", "all"], [], [], adaptive_ks=[3])
@@ -102,6 +102,13 @@ def test_adaptive_configurations_run_beside_the_fixed_ones(tiny):
     assert 0 < sum(std["drafts_verified"]) <= std["cycles"] and any(std["drafts_verified"][1:])
     assert std["expected_accepted"] > 0 and allj["judge_accepted_tokens"] > 0
     assert by["standard"]["drafts_verified"] == []  # fixed K: no controller
+    (tmp_path / rep.BLOCKS).mkdir()
+    block = {"task": "toy", "batch": 2, "max_new_tokens": 6, "environment": {"torch_threads": 1}, "rows": rows}
+    (tmp_path / rep.BLOCKS / "toy_b2.json").write_text(json.dumps(block))
+    rep.write_report(tmp_path)
+    md = (tmp_path / "results.md").read_text()
+    assert "row-cycles by drafts verified" in md
+    assert f"| standard adaptive | {' | '.join(map(str, std['drafts_verified']))} |" in md
 
 
 def test_report_writes_tables_and_plots(tmp_path, tiny):
