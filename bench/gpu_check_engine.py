@@ -58,15 +58,17 @@ def _hf_generate_row(target, tok, prompts, max_new, device, dtype):
 
 def _drafters(device: str, dtype: str, kinds=("prompt-lookup", "model")):
     """(name, target, draft, tokenizer, K) for the default drafter (prompt lookup with the pair's
-    n-gram store, the pair's K) and the shipped standalone draft model (K = 4)."""
+    n-gram store, the pair's K), the shipped standalone draft model (K = 4) and the default drafter
+    under adaptive speculation (K None: the engine measures this GPU's step-cost table)."""
     from selfjudge.models import load_pair
     from selfjudge.models.pair import default_num_draft_tokens
 
     target, lookup, tok = load_pair("smollm2-135m", device=device, dtype=dtype, drafter="prompt-lookup")
     _, draft, _ = load_pair("smollm2-135m", device=device, dtype=dtype, drafter="model")
     k_default = default_num_draft_tokens("smollm2-135m", "prompt-lookup")
-    found = [(f"standard prompt-lookup K={k_default}", lookup, k_default), ("standard draft-model K=4", draft, 4)]
-    return target, tok, [f for f, kind in zip(found, ("prompt-lookup", "model")) if kind in kinds]
+    found = [(f"standard prompt-lookup K={k_default}", lookup, k_default), ("standard draft-model K=4", draft, 4),
+             ("standard prompt-lookup adaptive", lookup, None)]
+    return target, tok, [f for f, kind in zip(found, ("prompt-lookup", "model", "prompt-lookup")) if kind in kinds]
 
 
 def _eval_examples(task, n):
@@ -145,5 +147,8 @@ def check_engine(dry: bool = False, n_prompts: int = 8, drafters=("prompt-lookup
                 row["x_target_only"] = base_s / (seconds / max(tokens, 1))
             res["rows"].append(row)
             print(row, flush=True)
+    adaptive = [eng.adaptive for eng in engines.values() if getattr(eng, "adaptive", None) is not None]
+    if adaptive and adaptive[0].profile is not None:  # the GPU's measured table, which the controller read
+        res["cost_profile"] = adaptive[0].profile.to_json()
     res["ok"] = all(all(v) for v in res["fp32_greedy_equal_to_generate"].values())
     return res
