@@ -35,6 +35,22 @@ def replay(drafts: list[list[int]], out: list[int], expected_chain) -> int:
     return partial
 
 
+def _token_pvalue(tokens: list[int], probs) -> float:
+    """Chi-square p-value of ``tokens`` (one draw per row) against the distribution ``probs`` [V]:
+    every token expected at least 5 times is a bucket, the rest are pooled into one."""
+    import torch
+    from scipy.stats import chisquare
+
+    rows = len(tokens)
+    keep = probs * rows >= 5
+    counts = torch.bincount(torch.tensor(tokens), minlength=probs.numel()).double()
+    observed, expected = counts[keep], probs[keep] * rows
+    if (~keep).any():
+        observed = torch.cat([observed, counts[~keep].sum()[None]])
+        expected = torch.cat([expected, probs[~keep].sum()[None] * rows])
+    return chisquare(observed.numpy(), expected.numpy() * rows / expected.sum().item()).pvalue
+
+
 @pytest.fixture
 def recording_policy():
     return RecordingPolicy()
@@ -43,3 +59,8 @@ def recording_policy():
 @pytest.fixture
 def replay_proposals():
     return replay
+
+
+@pytest.fixture
+def token_pvalue():
+    return _token_pvalue
