@@ -13,7 +13,9 @@ The run is resumable: prompts whose batch is committed in ``progress.jsonl`` are
 skipped. With ``tau_quantile`` the labels are written as null first and set once all
 scores exist (tau = that quantile of all scores of the run); ``read_labels(dir, tau=)``
 can re-derive labels from the stored scores for any other tau.
-N=0 (``window=0``) is the prefix-only ablation through the same code.
+N=0 (``window=0``) is the prefix-only ablation through the same code. Each batch's progress
+record keeps the target's response ids, so a folder may be kept (committed, copied) without its
+``.safetensors``: the next run rebuilds them first (:mod:`.rebuild`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
 from selfjudge.writes import write_json
 
+from .rebuild import rebuild_features
 from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
 from .tau import label_balance, tau_from_quantile
@@ -46,6 +49,22 @@ EXTRA_TENSORS = ("phi", "orig_features", "orig_phi")
 
 def _decode(tokenizer, tid: int) -> str:
     return tokenizer.decode([tid])
+
+
+def _prompt_builder(task, tok, split: str, examples: list):
+    """``prompt_id -> prompt token ids`` as the labeller builds them (the whole split is read only
+    for an id outside ``examples``, i.e. a folder labelled with another --limit or --skip)."""
+    by_id = {ex.prompt_id: ex for ex in examples}
+
+    def prompt_for(pid: str) -> list[int]:
+        if pid not in by_id:
+            by_id.update({ex.prompt_id: ex for ex in task.examples(split, limit=None)})
+        if pid not in by_id:
+            raise ValueError(f"out: the folder holds labels of prompt {pid!r}, which task {task.name!r} "
+                             f"split {split!r} does not have")
+        return tok(task.build_prompt(tok, by_id[pid]), add_special_tokens=False)["input_ids"]
+
+    return prompt_for
 
 
 def _summarise(out_dir: Path, writer: ShardWriter, wall: float) -> dict:
@@ -184,6 +203,8 @@ def label(
                                                                           "skip": 0})
     try:
         examples = task.examples(split, limit=None if limit is None else skip + limit)[skip:]
+        rebuild_features(out, tgt, _prompt_builder(task, tok, split, examples), max_tokens=max_tokens_per_forward,
+                         backend=backend, progress=progress)
         done = writer.done_prompt_ids
         todo = [ex for ex in examples if ex.prompt_id not in done]
         bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
@@ -246,7 +267,9 @@ def label(
                 "proposals": n_prop,  # positions where the drafter proposed (teacher-forced first drafts)
                 "matches": n_match,  # ... and proposed the target's own token
             }
-            writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra)
+            texts = {ex.prompt_id: {"prompt_len": len(p), "response_ids": list(r)}
+                     for ex, p, r in zip(batch, prompts, responses) if r}
+            writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra, texts=texts)
             _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
             bar.update(len(batch))
         bar.close()

@@ -136,9 +136,12 @@ class ShardWriter:
         return {pid for r in self.records for pid in r["prompt_ids"]}
 
     def write(self, prompt_ids: list[str], rows: list[dict], features: torch.Tensor, stats: dict | None = None,
-              extra: dict[str, torch.Tensor] | None = None) -> str | None:
+              extra: dict[str, torch.Tensor] | None = None, texts: dict[str, dict] | None = None) -> str | None:
         """Commit one batch: its rows/features (possibly none) and the prompts it covers.
-        ``extra``: more per-row tensors stored beside ``features`` (``[len(rows), ...]`` each)."""
+        ``extra``: more per-row tensors stored beside ``features`` (``[len(rows), ...]`` each).
+        ``texts``: per prompt id, what the feature tensors were computed from (``prompt_len``,
+        ``response_ids``); kept in the batch's progress record so that a folder committed without
+        its ``.safetensors`` can have them rebuilt (:mod:`selfjudge.labelling.rebuild`)."""
         # features: [len(rows), H] float32
         if features.dim() != 2 or features.shape[0] != len(rows):
             raise ValueError(f"features must be [len(rows)={len(rows)}, H], got {tuple(features.shape)}")
@@ -153,7 +156,8 @@ class ShardWriter:
                              self.dir / f"{name}.safetensors")
             write_text(self.dir / f"{name}.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
             self.next_index += 1
-        record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {}}
+        record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {},
+                  **({"texts": texts} if texts else {})}
         with open_append(self.dir / PROGRESS) as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
@@ -198,6 +202,9 @@ def _read_shard_tensors(path: Path) -> dict[str, torch.Tensor]:
     """A shard's per-row tensors: 2-D floating point, one row each (``ValueError`` naming the file)."""
     from safetensors import SafetensorError
 
+    if not path.exists():
+        raise ValueError(f"out_dir: {path} is committed in {PROGRESS} but missing (a folder kept without its "
+                         "tensors: rerun its `selfjudge label` command, which rebuilds them)")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, RuntimeError) as err:

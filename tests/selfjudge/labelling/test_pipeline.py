@@ -226,3 +226,42 @@ def test_links_planted_under_every_output_name_are_never_written_through(pair, t
     verifier.symlink_to(outside / "v.safetensors")
     train_from_labels([str(planted)], str(verifier), tau_quantile=0.5)
     assert not verifier.is_symlink() and list(outside.iterdir()) == []
+
+
+def test_a_folder_kept_without_tensors_is_rebuilt_on_resume(pair, tmp_path):
+    """The kept text (rows + responses in progress.jsonl) is enough to rebuild every tensor; the
+    rebuilt ones equal the labelling run's, and labelling then continues."""
+    whole = tmp_path / "whole"
+    run(pair, whole)
+    want, want_rows, _ = read_label_tensors(whole)
+    kept = tmp_path / "kept"
+    run(pair, kept, limit=2)
+    for path in kept.glob("*.safetensors"):
+        path.unlink()
+    with pytest.raises(ValueError, match="rebuilds them"):
+        read_labels(kept)
+    run(pair, kept)  # rebuild, then label stub/2 and stub/3
+    got, got_rows, _ = read_label_tensors(kept)
+    assert _key(got_rows) == _key(want_rows)
+    assert set(got) == set(want)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=1e-4, atol=1e-4)
+
+
+def test_rebuild_refuses_a_changed_prompt_or_a_record_without_text(pair, tmp_path):
+    out = tmp_path / "r"
+    run(pair, out, limit=2)
+    (out / "shard-00000.safetensors").unlink()
+
+    class Longer(StubTask):
+        def build_prompt(self, tokenizer, ex):
+            return "<sys>" + super().build_prompt(tokenizer, ex)
+
+    with pytest.raises(ValueError, match="token prompt"):
+        run(pair, out, task=Longer())
+    records = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    for r in records:
+        r.pop("texts")
+    (out / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(ValueError, match="keeps no response text"):
+        run(pair, out)
