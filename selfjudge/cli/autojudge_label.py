@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_lookup_arguments,
-                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, positive_int)
+                                  add_model_arguments, finite_float, load_target_and_drafter, lookup_suffix,
+                                  positive_int)
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "autojudge-label", "mine AutoJudge labels (answer-checking regenerations)")
-    p.add_argument("--task", required=True, choices=["gsm8k", "humaneval"])
-    p.add_argument("--pair", default="smollm2-135m", help="model pair name or target path (load_pair)")
-    p.add_argument("--draft", default=None, help="draft folder overriding the pair's draft")
-    p.add_argument("--split", default="train")
+    p.add_argument("--task", required=True, choices=["gsm8k", "humaneval"], help="a task with an answer checker")
+    add_model_arguments(p)
+    p.add_argument("--split", default="train", help="the task's split (train: what verifiers are trained on)")
     p.add_argument("--limit", type=positive_int, default=None, help="number of prompts")
     p.add_argument("--offset", type=int, default=0, help="skip this many prompts of the split first")
     p.add_argument("--out", required=True, help="label dir")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, help="response cap (default: the task's)")
-    p.add_argument("--max-labels-per-prompt", type=positive_int, default=None)
+    p.add_argument("--max-labels-per-prompt", type=positive_int, default=None,
+                   help="stop a prompt's walk after this many labels (default: every mismatch reached)")
     p.add_argument("--label-fraction", type=finite_float, default=1.0,
                    help="label each reached mismatch with this probability (others are stepped over unswapped)")
-    p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --pair)")
-    p.add_argument("--draft-id", default=None)
+    p.add_argument("--target-id", default=None, help="model id stored in the manifest (default: --target)")
+    p.add_argument("--draft-id", default=None, help="drafter id stored in the manifest (default: from --draft/--drafter)")
     p.add_argument("--batch-size", type=positive_int, default=1,
                    help="walk this many prompts in lock step (batched regenerations; same labels)")
     p.add_argument("--threads", type=positive_int, default=1, help="torch intra-op threads (1 is fastest on a busy CPU)")
@@ -36,33 +37,25 @@ def run(args) -> int:
 
     from selfjudge.engine import SpeculativeEngine
     from selfjudge.labelling.autojudge import mine_task
-    from selfjudge.models import load_pair
     from selfjudge.models.generation import eos_token_ids
     from selfjudge.tasks import load_task
 
     torch.set_num_threads(args.threads)
-    args.drafter = drafter_name(args.drafter, args.pair, args.draft)
-    lengths = lookup_lengths(args)  # refused before any model loads when they do not apply
-    pair = load_pair(args.pair, args.draft, device=args.device, dtype=args.dtype, drafter="model")
-    drafter = pair.draft
-    if args.drafter != "model":
-        from selfjudge.engine.drafters import make_drafter
-
-        drafter = make_drafter(args.drafter, pair.target, pair.draft, eagle_dir=args.eagle, pair=args.pair, **lengths)
+    target, drafter, tokenizer = load_target_and_drafter(args)
     task = load_task(args.task)
     examples = task.examples(args.split, limit=None if args.limit is None else args.offset + args.limit)
     examples = examples[args.offset:]
     # lock-step walks regenerate through the engine's batched target-only path
-    eos = sorted(eos_token_ids(pair.target, pair.tokenizer))
-    engine = SpeculativeEngine(pair.target, None, None, policy="autoregressive", eos_token_id=eos)
+    eos = sorted(eos_token_ids(target, tokenizer))
+    engine = SpeculativeEngine(target, None, None, policy="autoregressive", eos_token_id=eos)
 
     def generate_batch(prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
         return [r.token_ids for r in engine.generate(prompts, max_new_tokens=max_new_tokens)]
 
     summary = mine_task(
-        pair.target,
+        target,
         drafter,
-        pair.tokenizer,
+        tokenizer,
         task,
         examples,
         args.out,
@@ -71,8 +64,8 @@ def run(args) -> int:
         label_fraction=args.label_fraction,
         resume=not args.no_resume,
         # same ids as the labelling pipeline's manifests (and what verifiers are checked against)
-        target_id=args.target_id or args.pair,
-        draft_id=args.draft_id or args.draft or f"{args.pair}:" + ("draft" if args.drafter == "model" else args.drafter)
+        target_id=args.target_id or args.target,
+        draft_id=args.draft_id or args.draft or f"{args.target}:" + ("draft" if args.drafter == "model" else args.drafter)
         + lookup_suffix(drafter),
         task_name=args.task,
         command=args.command_line,

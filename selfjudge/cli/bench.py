@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from selfjudge.cli.common import (ArgumentParser, add_command, add_device_arguments, add_drafter_arguments,
-                                  add_lookup_store_argument, drafter_name, positive_int)
+                                  add_lookup_store_argument, add_model_arguments, drafter_name, positive_int)
 
 _DEFAULT_OUT = Path("bench/results/wallclock")
 
@@ -18,8 +18,8 @@ _DEFAULT_OUT = Path("bench/results/wallclock")
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     from selfjudge.bench.wallclock import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
 
-    ap.add_argument("--pair", default="smollm2-135m")
-    ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"])
+    add_model_arguments(ap, draft=False)
+    ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"], help="tasks to run")
     ap.add_argument("--limit", type=positive_int, default=8, help="prompts per task")
     ap.add_argument("--split", default="eval", choices=["eval", "val"],
                     help="prompts: eval (what is reported) or val (what thresholds and settings are chosen on)")
@@ -29,9 +29,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--adaptive-ks", type=positive_int, nargs="*", default=[4],
                     help="adaptive speculation beside the fixed K: at most this many drafts per row "
                          "(standard, top-k and the judges at --thresholds); none: fixed K only")
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8], help="rows decoded together")
     ap.add_argument("--top-ks", type=int, nargs="*", default=[2, 5], help="top-k policies (none: no top-k rows)")
-    ap.add_argument("--judges", nargs="+", default=list(JUDGE_FAMILIES), choices=list(JUDGE_FAMILIES))
+    ap.add_argument("--judges", nargs="+", default=list(JUDGE_FAMILIES), choices=list(JUDGE_FAMILIES),
+                    help="trained verifiers to run")
     ap.add_argument("--thresholds", nargs="+", default=["F", "R"], help="named judge thresholds")
     ap.add_argument("--sweep", nargs="*", default=SWEEP, help="extra judge thresholds for the Pareto curves")
     ap.add_argument("--sweep-ks", type=int, nargs="*", default=None, help="K values with the sweep (default: first K)")
@@ -67,10 +68,11 @@ def spec_from_args(args: argparse.Namespace):
     from selfjudge.bench.wallclock import MatrixSpec
 
     fields = {k: getattr(args, k) for k in (
-        "pair", "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
+        "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "lookup_store", "hf_baselines",
         "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
-    fields["drafter"] = drafter_name(args.drafter, args.pair)
+    fields["pair"] = args.target
+    fields["drafter"] = drafter_name(args.drafter, args.target)
     if args.lookup_store is not None and fields["drafter"] != "prompt-lookup":
         raise ValueError(f"--lookup-store only applies to --drafter prompt-lookup, not {fields['drafter']!r}")
     if args.quick:

@@ -82,6 +82,43 @@ def parse_threshold(text: str | None) -> str | float | None:
     return value
 
 
+#: the built-in pair's name (``selfjudge.models.pair.DEFAULT_PAIR``; importing it would load torch for --help)
+DEFAULT_TARGET = "smollm2-135m"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, draft: bool = True) -> None:
+    """``--target NAME|DIR`` (alias ``--pair``) and, where a draft model can be used, ``--draft DIR``:
+    the same names and help on every subcommand (``tests/selfjudge/cli/test_vocabulary.py``)."""
+    parser.add_argument("--target", "--pair", dest="target", default=DEFAULT_TARGET, metavar="NAME|DIR",
+                        help=f'the target: "{DEFAULT_TARGET}" (the built-in pair), a local Hugging Face model '
+                             "folder, or a hub id where a hub is reachable (--pair is the same option)")
+    if draft:
+        parser.add_argument("--draft", default=None, metavar="DIR",
+                            help="a draft model folder with the target's tokenizer, for --drafter model (prompt "
+                                 "lookup and an EAGLE head need none; default: the built-in pair's draft)")
+
+
+def load_target_and_drafter(args: argparse.Namespace):
+    """``(target, drafter, tokenizer)`` for ``--target/--draft/--drafter/--eagle`` and prompt lookup's
+    settings (:func:`lookup_lengths`); ``args.drafter`` is set to the kind used. The target alone is
+    loaded unless the drafter is a draft model, so a target folder without a draft works with prompt
+    lookup and an EAGLE head."""
+    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.models import load_pair
+
+    draft = getattr(args, "draft", None)
+    kind = args.drafter = drafter_name(args.drafter, args.target, draft)
+    lengths = lookup_lengths(args)  # refused before any model loads when they do not apply
+    if draft is not None and kind != "model":
+        raise ValueError(f"--draft is a draft model folder; --drafter {kind} does not use one")
+    # "prompt-lookup" loads the target and tokenizer only; make_drafter builds what drafts
+    pair = load_pair(args.target, draft, device=args.device, dtype=getattr(args, "dtype", "auto"),
+                     drafter="model" if kind == "model" else "prompt-lookup")
+    drafter = make_drafter(kind, pair.target, pair.draft if kind == "model" else None,
+                           eagle_dir=getattr(args, "eagle", None), pair=args.target, **lengths)
+    return pair.target, drafter, pair.tokenizer
+
+
 def add_drafter_arguments(parser: argparse.ArgumentParser, what: str, eagle_dest: str = "eagle") -> None:
     """``--drafter model|eagle|prompt-lookup`` and ``--eagle DIR``; ``what`` says what the drafter does here."""
     # selfjudge.models.pair.DRAFTER_KINDS, spelled out: importing it would load torch for --help

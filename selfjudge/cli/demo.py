@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, drafter_name,
-                                  finite_float, parse_threshold, positive_int)
+from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_model_arguments,
+                                  drafter_name, finite_float, parse_threshold, positive_int)
 from selfjudge.writes import write_json
 
 JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
@@ -15,11 +15,11 @@ JUDGE_MARK = ("\033[1;32m", "\033[0m")  # green: accepted by the judge only
 def register(subparsers) -> None:
     p = add_command(subparsers, "demo", "compare target-only, standard SD, SelfJudge and the best training-free "
                                         "rule at one quality budget on summarisation prompts")
-    p.add_argument("--pair", default="smollm2-135m")
+    add_model_arguments(p, draft=False)
     p.add_argument("--task", default="summarize", choices=["summarize", "sharegpt"],
                    help="an open-ended task with a shipped, calibrated verifier")
     p.add_argument("--prompts", type=positive_int, default=6, help="evaluation prompts of the task")
-    p.add_argument("--max-new-tokens", type=positive_int, default=96)
+    p.add_argument("--max-new-tokens", type=positive_int, default=96, help="new-token cap per prompt")
     p.add_argument("-k", type=positive_int, default=None,
                    help="a fixed number of draft tokens per cycle (default: adaptive, 0..4 per row each cycle)")
     p.add_argument("--budget", type=finite_float, default=0.97,
@@ -29,7 +29,7 @@ def register(subparsers) -> None:
                    help="verifier threshold instead of the budget's: a name (R, F, quality:0.95, ...) or a logit")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
-    p.add_argument("--no-color", action="store_true")
+    p.add_argument("--no-color", action="store_true", help="mark judge-only tokens with [[...]] instead of colour")
     add_drafter_arguments(p, "what drafts for standard SD and SelfJudge")
     add_device_arguments(p)
     p.set_defaults(func=run)
@@ -46,9 +46,9 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written
-    report = run_demo(args.pair, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
+    report = run_demo(args.target, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
                       budget=args.budget, threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
-                      drafter=drafter_name(args.drafter, args.pair), eagle_dir=args.eagle, device=args.device,
+                      drafter=drafter_name(args.drafter, args.target), eagle_dir=args.eagle, device=args.device,
                       dtype=args.dtype)
     report["command"] = args.command_line
     rows = report["rows"]

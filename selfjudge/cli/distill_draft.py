@@ -4,25 +4,26 @@ from __future__ import annotations
 
 import argparse
 
-from selfjudge.cli.common import add_device_arguments, add_command, finite_float, positive_int
+from selfjudge.cli.common import (DEFAULT_TARGET, add_command, add_device_arguments, add_model_arguments, finite_float,
+                                  positive_int)
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "distill-draft", "distil a small draft from the target (resumable)")
-    p.add_argument("--target", default=None, help="target HF folder (default: converted SmolLM2-135M-Instruct)")
+    add_model_arguments(p, draft=False)
     p.add_argument("--out", default="runs/distill-smollm2", help="checkpoint folder (rerun to resume)")
     p.add_argument("--layers", default="0,29", help="target layers the draft starts from")
     p.add_argument("--head-vocab", type=head_vocab_size, default=8192,
                    help="size of the draft head's sub-vocabulary (the training text's most frequent tokens), or "
                         "'shipped': the shipped draft's sub-vocabulary, as train-eagle's head uses")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-len", type=positive_int, default=256)
-    p.add_argument("--teacher-bs", type=positive_int, default=4)
-    p.add_argument("--train-bs", type=positive_int, default=8)
-    p.add_argument("--steps-per-teacher", type=positive_int, default=2)
-    p.add_argument("--lr", type=finite_float, default=5e-4)
-    p.add_argument("--max-steps", type=positive_int, default=100000)
-    p.add_argument("--max-minutes", type=finite_float, default=60.0)
+    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, data order)")
+    p.add_argument("--max-len", type=positive_int, default=256, help="tokens per training sequence")
+    p.add_argument("--teacher-bs", type=positive_int, default=4, help="sequences per target (teacher) forward")
+    p.add_argument("--train-bs", type=positive_int, default=8, help="sequences per draft training step")
+    p.add_argument("--steps-per-teacher", type=positive_int, default=2, help="draft steps per teacher batch")
+    p.add_argument("--lr", type=finite_float, default=5e-4, help="learning rate")
+    p.add_argument("--max-steps", type=positive_int, default=100000, help="stop after this many steps")
+    p.add_argument("--max-minutes", type=finite_float, default=60.0, help="stop after this many minutes (rerun to resume)")
     p.add_argument("--ckpt-minutes", type=finite_float, default=3.0, help="checkpoint at least this often (0: every step)")
     p.add_argument("--sharegpt", type=positive_int, default=6000, help="ShareGPT training conversations")
     p.add_argument("--text", default=None,
@@ -31,7 +32,7 @@ def register(subparsers) -> None:
     p.add_argument("--heldout-text", default=None,
                    help="held-out sequences in the same format (e.g. OUT/heldout-text.jsonl of train-eagle); "
                         "default: reference chats of GSM8K val rows and ShareGPT")
-    p.add_argument("--threads", type=positive_int, default=None)
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--export", default=None, help="after training, write the shippable draft to this folder")
     add_device_arguments(p, dtype=False)
     p.set_defaults(func=run)
@@ -54,7 +55,7 @@ def run(args) -> int:
         vocab_ids = load_file(str(ASSET_DRAFT_DIR / "draft.safetensors"))["head_vocab_ids"]
     given = {"text": args.text, "heldout_text": args.heldout_text}
     texts = {k: read_text_file(k, v) for k, v in given.items() if v is not None}
-    target = args.target or str(ensure_smollm2_target())
+    target = str(ensure_smollm2_target()) if args.target == DEFAULT_TARGET else args.target
     head_vocab = args.head_vocab if vocab_ids is None else int(vocab_ids.numel())
     distill(target, args.out, layers=layers, head_vocab=head_vocab, seed=args.seed, max_len=args.max_len,
             teacher_bs=args.teacher_bs, train_bs=args.train_bs, steps_per_teacher=args.steps_per_teacher,

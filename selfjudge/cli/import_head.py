@@ -15,7 +15,9 @@ from selfjudge.cli.common import add_command, positive_int
 def register(subparsers) -> None:
     p = add_command(subparsers, "import-head", "import a published judge head (.pkl / AutoJudge .json) as a verifier")
     p.add_argument("file", help="SelfJudge verifier_general/*.pkl, or AutoJudge's exported .json")
-    p.add_argument("--model", required=True, help="id of the target model the head was trained for")
+    p.add_argument("--target", "--model", dest="model", required=True, metavar="NAME|DIR",
+                   help="the target the head was trained for, as verifiers name it (smollm2-135m, or its folder or "
+                        "hub id); --model is the same option")
     p.add_argument("--hidden-size", type=positive_int, required=True, help="the target's hidden size")
     p.add_argument("--feature-offset", type=int, default=None,
                    help="first feature of the target's part (default: the head's last HIDDEN_SIZE features)")

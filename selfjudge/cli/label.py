@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 
 from selfjudge.cli.common import (add_command, add_device_arguments, add_drafter_arguments, add_lookup_arguments,
-                                  drafter_name, finite_float, lookup_lengths, lookup_suffix, non_negative_int,
-                                  positive_int)
-
-DEFAULT_PAIR = "smollm2-135m"
+                                  add_model_arguments, finite_float, load_target_and_drafter, lookup_suffix,
+                                  non_negative_int, positive_int)
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "label", "SelfJudge labels: one-pass swap scores of the target's own responses")
-    p.add_argument("--target", default=DEFAULT_PAIR, help='"smollm2-135m" (default pair) or a local model folder')
-    p.add_argument("--draft", default=None, help="local draft folder (default: the pair's draft)")
-    p.add_argument("--task", default="gsm8k")
-    p.add_argument("--split", default="train")
+    add_model_arguments(p)
+    p.add_argument("--task", default="gsm8k", help="the task whose prompts are labelled")
+    p.add_argument("--split", default="train", help="the task's split (train: what verifiers are trained on)")
     p.add_argument("--window", type=int, default=20, help="suffix window N (0 = prefix-only ablation)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--tau", type=finite_float, help="label = score > tau")
@@ -28,7 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=positive_int, default=8, help="prompts per generate call and per shard")
     p.add_argument("--max-new-tokens", type=positive_int, default=None, help="response length cap (default: the task's)")
     p.add_argument("--max-tokens-per-forward", type=positive_int, default=2048, help="memory budget of one scoring forward")
-    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"))
+    p.add_argument("--backend", default="auto", choices=("auto", "torch", "triton"),
+                   help="the scorer op: Triton kernel, its PyTorch twin, or auto (Triton on a GPU)")
     add_drafter_arguments(p, "whose teacher-forced proposals define the mismatches")
     add_lookup_arguments(p)
     add_device_arguments(p)
@@ -41,17 +39,9 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from selfjudge.labelling.pipeline import label
 
-    from selfjudge.models import load_pair
-
-    args.drafter = drafter_name(args.drafter, args.target, args.draft)
-    lengths = lookup_lengths(args)  # refused before any model loads when they do not apply
-    pair, draft_id = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype, drafter="model"), None
+    pair = load_target_and_drafter(args)
+    draft_id = None  # a draft model: label() names it from --draft
     if args.drafter != "model":
-        from selfjudge.engine.drafters import make_drafter
-
-        target, draft, tokenizer = pair
-        pair = (target, make_drafter(args.drafter, target, draft, eagle_dir=args.eagle, pair=args.target,
-                                           **lengths), tokenizer)
         draft_id = f"{args.target}:{args.drafter}" + (f":{args.eagle}" if args.eagle else "") + lookup_suffix(pair[1])
     summary = label(
         args.target,

@@ -14,7 +14,7 @@ def register(subparsers) -> None:
     p.add_argument("--labels", nargs="+", required=True, help="label shard dir(s) (same target and method)")
     p.add_argument("--out", required=True, help="output verifier .safetensors")
     p.add_argument("--val-fraction", type=finite_float, default=0.2, help="fraction of prompts held out (grouped split)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the train/validation/test split by prompt")
     p.add_argument("--target-recall", type=finite_float, default=0.9, help='recall on the unacceptable class for "R"')
     p.add_argument("--c-grid", default=None, help="comma-separated C values (default logspace(-5, 1, 13))")
     p.add_argument("--report", default=None, help="also write the full JSON report here")

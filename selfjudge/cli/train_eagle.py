@@ -4,31 +4,33 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import add_device_arguments, add_command, finite_float, positive_int
+from selfjudge.cli.common import (DEFAULT_TARGET, add_command, add_device_arguments, add_model_arguments, finite_float,
+                                  positive_int)
 
 
 def register(subparsers) -> None:
     p = add_command(subparsers, "train-eagle", "train an EAGLE feature head on the target's own text (resumable)")
     p.add_argument("--out", default="runs/eagle-smollm2", help="run folder (rerun the same command to resume)")
-    p.add_argument("--pair", default="smollm2-135m")
+    add_model_arguments(p, draft=False)
     p.add_argument("--data", choices=("self", "reference"), default="self",
                    help="the target's own greedy responses (default) or the tasks' reference answers")
     p.add_argument("--gsm8k", type=int, default=200, help="GSM8K train prompts")
     p.add_argument("--sharegpt", type=int, default=200, help="ShareGPT train prompts")
     p.add_argument("--heldout", type=positive_int, default=32, help="val prompts whose target responses are the held-out text")
-    p.add_argument("--max-new-tokens", type=positive_int, default=256)
+    p.add_argument("--max-new-tokens", type=positive_int, default=256, help="cap of each target response")
     p.add_argument("--head-vocab", choices=("draft", "full"), default="draft",
-                   help="draft from the shipped draft's sub-vocabulary (cheap head) or the full vocabulary")
-    p.add_argument("--steps", type=positive_int, default=3000)
-    p.add_argument("--batch-size", type=positive_int, default=8)
-    p.add_argument("--lr", type=finite_float, default=5e-4)
+                   help="draft from the built-in draft's sub-vocabulary (cheap head; the built-in target only) or "
+                        "the full vocabulary")
+    p.add_argument("--steps", type=positive_int, default=3000, help="training steps")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="sequences per step")
+    p.add_argument("--lr", type=finite_float, default=5e-4, help="learning rate")
     p.add_argument("--token-weight", type=finite_float, default=0.1, help="weight of the token loss (feature loss: 1)")
     p.add_argument("--noise", type=finite_float, default=0.2, help="uniform noise on the input features (EAGLE)")
-    p.add_argument("--eval-every", type=positive_int, default=200)
-    p.add_argument("--max-minutes", type=finite_float, default=60.0)
+    p.add_argument("--eval-every", type=positive_int, default=200, help="steps between held-out evaluations")
+    p.add_argument("--max-minutes", type=finite_float, default=60.0, help="stop after this many minutes (rerun to resume)")
     p.add_argument("--ckpt-minutes", type=finite_float, default=3.0, help="checkpoint at least this often (0: every step)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=positive_int, default=None)
+    p.add_argument("--seed", type=int, default=0, help="random seed (initialisation, data order)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--init", default=None, help="start from this exported head folder (when --out has no checkpoint)")
     p.add_argument("--export", default=None, help="after training, write the shippable head folder here (fp16)")
     add_device_arguments(p, dtype=False)
@@ -47,8 +49,13 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # one job per run folder, held to the end
-    # training runs in float32 on any device (the head shares the target's embedding)
-    target, draft, tokenizer = load_pair(args.pair, device=args.device, dtype="float32", drafter="model")
+    if args.head_vocab == "draft" and args.target != DEFAULT_TARGET:
+        raise ValueError("--head-vocab draft takes the built-in draft's sub-vocabulary; use --head-vocab full with "
+                         f"--target {args.target}")
+    # training runs in float32 on any device (the head shares the target's embedding); the draft model
+    # is loaded only for its sub-vocabulary ("prompt-lookup" loads the target alone)
+    target, draft, tokenizer = load_pair(args.target, device=args.device, dtype="float32",
+                                         drafter="model" if args.head_vocab == "draft" else "prompt-lookup")
     train, heldout = self_generated_text(target, tokenizer, args.out, n_gsm8k=args.gsm8k if args.data == "self" else 0,
                                          n_sharegpt=args.sharegpt if args.data == "self" else 0,
                                          n_heldout=args.heldout, max_new_tokens=args.max_new_tokens)
