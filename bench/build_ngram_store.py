@@ -25,32 +25,11 @@ from pathlib import Path
 
 
 def score(seqs, max_ngram: int, min_ngram: int, store) -> dict:
-    """Teacher-forced first proposals of prompt lookup with and without ``store`` (the drafter's own
-    rule, :meth:`PromptLookupDrafter.teacher_forced_top1`) against the target's tokens: agreement
-    (no proposal = a miss), and where the context proposes and where the store does, how often right."""
-    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+    """:func:`selfjudge.engine.lookup_store.lookup_agreement` (the sweep's score; ``selfjudge build-store``
+    runs the same sweep for any target)."""
+    from selfjudge.engine.lookup_store import lookup_agreement
 
-    vocab = max(1, store.max_token_id + 1) if store is not None else 1  # teacher forcing reads no vocabulary
-    alone = PromptLookupDrafter(vocab, max_ngram, min_ngram)
-    both = PromptLookupDrafter(vocab, max_ngram, min_ngram, store=store)
-    n = agree = context = context_right = asked = store_proposed = store_right = 0
-    for ids, start in seqs:
-        prompt, response = ids[:start], ids[start:]
-        for c, z, t in zip(alone.teacher_forced_top1(prompt, response), both.teacher_forced_top1(prompt, response),
-                           response):
-            n += 1
-            agree += z == t
-            if c is not None:
-                context += 1
-                context_right += c == t
-                continue
-            asked += 1
-            if z is not None:
-                store_proposed += 1
-                store_right += z == t
-    return {"tokens": n, "agreement": agree / max(n, 1), "context_proposes": context / max(n, 1),
-            "context_precision": context_right / max(context, 1), "store_asked": asked / max(n, 1),
-            "store_proposes": store_proposed / max(n, 1), "store_precision": store_right / max(store_proposed, 1)}
+    return lookup_agreement(seqs, max_ngram, min_ngram, store)
 
 
 def main(argv=None) -> int:

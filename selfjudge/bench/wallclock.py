@@ -263,7 +263,12 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
 
     from selfjudge.engine.drafters import make_drafter
 
-    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype, drafter="model")
+    # a draft model only where one drafts or Hugging Face's assisted generation runs ("prompt-lookup"
+    # loads the target alone, so a target folder without a draft works)
+    needs_draft = spec.drafter == "model" or spec.hf_baselines
+    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype,
+                                   drafter="model" if needs_draft else "prompt-lookup")
+    draft = draft if needs_draft else None
     drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair,
                            lookup_store=spec.lookup_store)
     hidden = int(target.config.hidden_size)

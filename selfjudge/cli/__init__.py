@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "selfjudge.cli.import_head",
     "selfjudge.cli.distill_draft",
     "selfjudge.cli.train_eagle",
+    "selfjudge.cli.build_store",
     "selfjudge.cli.bench",
     "selfjudge.cli.report",
     "selfjudge.cli.calibrate",
