@@ -23,7 +23,7 @@ from .shards import MANIFEST, _read_jsonl, read_progress
 from .swap_scoring import score_swaps
 
 #: the per-row tensors a shard holds, in the order :class:`~selfjudge.labelling.swap_scoring.SwapScores` names them
-SHARD_TENSORS = {"features": "features", "phi": "phi", "orig_features": "orig_features", "orig_phi": "orig_phi"}
+SHARD_TENSORS = ("features", "phi", "orig_features", "orig_phi")
 
 
 def missing_shards(out_dir: str | Path) -> list[dict]:
@@ -85,9 +85,9 @@ def _rebuild_shard(model, record: dict, out_dir: Path, prompt_for: Callable[[str
             raise ValueError(f"out: {path} is damaged: a row of {pid!r} lacks a position or draft_token_id") from None
         res = score_swaps(model, torch.tensor(prompt, dtype=torch.long), y, pos, z, 0,
                           max_tokens=max_tokens, backend=backend)
-        for name, attr in SHARD_TENSORS.items():
+        for name in SHARD_TENSORS:
             for j, k in enumerate(index):
-                parts[name][k] = getattr(res, attr)[j].cpu()
+                parts[name][k] = getattr(res, name)[j].cpu()
     tensors = {name: torch.stack(v).float().contiguous() for name, v in parts.items()}
     save_safetensors(tensors, out_dir / f"{record['shard']}.safetensors")
     return len(rows)

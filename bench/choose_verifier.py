@@ -1,0 +1,103 @@
+"""Choose a task's SelfJudge verifier (its tau, augmentation, ...) by what it does in the engine.
+
+Each candidate verifier has its own ``selfjudge bench --split val`` block (SelfJudge's named thresholds
+and quantile sweep); the training-free rules are measured once in another block on the same
+validation prompts (greedy decoding, so a rule's output does not depend on which verifier ran
+beside it). Every curve is cut to the prompts all blocks share; each candidate's SelfJudge
+envelope is compared with each rule's (semantic fidelity against m, the harness's hull gap with a
+95 % bootstrap interval over prompts) and with the m it reaches at semantic fidelity >= 0.97.
+The winner is the candidate with the largest mean gap against the weakest-margin rule.
+
+    python bench/choose_verifier.py --rules runs/val-sharegpt/blocks/sharegpt_b8.json \\
+        --candidates q0.8=runs/val-sj-sharegpt-q0.8/blocks/sharegpt_b8.json ... --out bench/results/X.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from selfjudge.bench.pareto import gap_interval
+from selfjudge.bench.report import m_at_fidelity
+
+RULE_FAMILIES = ("relaxed top-N", "FLy")
+Y = "semantic_fidelity"
+PROMPT_Y = "semantic"
+
+
+def _subset(row: dict[str, Any], keep: list[int]) -> dict[str, Any]:
+    """``row`` with its per-prompt figures cut to the prompt positions ``keep`` and m / y recomputed."""
+    pp = {k: [v[i] for i in keep] for k, v in row["per_prompt"].items() if isinstance(v, list) and len(v) > max(keep)}
+    cyc, acc = sum(pp["cycles"]), sum(pp["accepted"])
+    m = 1.0 if row.get("policy") == "autoregressive" else (acc + cyc) / cyc
+    return {**row, "per_prompt": pp, "mean_accepted_length": m, Y: sum(pp[PROMPT_Y]) / len(keep)}
+
+
+def _rows(block: dict[str, Any], prompts: list[str], families: tuple[str, ...]) -> list[dict[str, Any]]:
+    index = {p: i for i, p in enumerate(block["prompt_ids"])}
+    keep = [index[p] for p in prompts]
+    return [_subset(r, keep) for r in block["rows"] if r["family"] in families]
+
+
+def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Gap of each candidate's SelfJudge envelope against each rule on the shared prompts."""
+    shared = [p for p in rules["prompt_ids"] if all(p in c["prompt_ids"] for c in candidates.values())]
+    if len(shared) < 2:
+        raise ValueError(f"candidates: the blocks share {len(shared)} prompts with the rules block; need >= 2")
+    rule_rows = _rows(rules, shared, RULE_FAMILIES)
+    out: dict[str, Any] = {"prompts": shared, "candidates": {}}
+    for name, block in candidates.items():
+        rows = _rows(block, shared, ("standard", "SelfJudge")) + rule_rows
+        K = min(r["K"] for r in rows if r["K"])
+        gaps = {fam: gap_interval(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
+        out["candidates"][name] = {
+            "gaps": gaps,
+            "m_at_0.97": {fam: m_at_fidelity(rows, fam, K) for fam in ("SelfJudge", *RULE_FAMILIES)},
+            "points": sorted((round(r["mean_accepted_length"], 3), round(r[Y], 3), r["name"])
+                             for r in rows if r["family"] == "SelfJudge"),
+        }
+    worst = {n: min((g["mean"] for g in c["gaps"].values() if g), default=float("-inf"))
+             for n, c in out["candidates"].items()}
+    out["winner"] = max(worst, key=worst.get)
+    return out
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"{len(result['prompts'])} validation prompts; gap = SelfJudge's envelope minus the rule's "
+             "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
+             "| candidate | vs relaxed top-N | vs FLy | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
+             "|---|---|---|---|"]
+    for name, c in result["candidates"].items():
+        cells = [("–" if g is None else f"{g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]")
+                 for g in (c["gaps"][f] for f in RULE_FAMILIES)]
+        ms = " / ".join("–" if v is None else f"{v:.2f}" for v in c["m_at_0.97"].values())
+        mark = " **(chosen)**" if name == result["winner"] else ""
+        lines.append(f"| {name}{mark} | {cells[0]} | {cells[1]} | {ms} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rules", required=True, help="a bench block (JSON) holding the rules' sweeps")
+    ap.add_argument("--candidates", nargs="+", required=True, metavar="NAME=BLOCK",
+                    help="each candidate verifier's bench block on validation prompts")
+    ap.add_argument("--out", required=True, help="JSON result; a .md table is written beside it")
+    args = ap.parse_args(argv)
+    cands = {}
+    for item in args.candidates:
+        name, sep, path = item.partition("=")
+        if not sep:
+            ap.error(f"--candidates: expected NAME=BLOCK, got {item!r}")
+        cands[name] = json.loads(Path(path).read_text())
+    result = compare(json.loads(Path(args.rules).read_text()), cands)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    out.with_suffix(".md").write_text(markdown(result))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
