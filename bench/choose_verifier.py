@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> None:
         name, sep, path = item.partition("=")
         if not sep:
             ap.error(f"--candidates: expected NAME=BLOCK, got {item!r}")
+        if not Path(path).is_file():
+            ap.error(f"--candidates: no bench block at {path}")
         cands[name] = json.loads(Path(path).read_text())
     result = compare(json.loads(Path(args.rules).read_text()), cands)
     out = Path(args.out)

@@ -1,0 +1,59 @@
+"""bench/choose_verifier.py: curves cut to shared prompts, the winner by its worst gap against the rules."""
+
+import json
+
+import pytest
+
+
+def _row(name, family, cycles, accepted, semantic, K=3):
+    return {"name": name, "family": family, "K": K, "policy": "autoregressive" if family == "target-only" else family,
+            "per_prompt": {"cycles": cycles, "accepted": accepted, "semantic": semantic}}
+
+
+def _block(prompts, rows):
+    return {"prompt_ids": prompts, "rows": rows}
+
+
+def _rules_block():
+    """Three prompts; p2 is one the candidates did not run and must be ignored."""
+    prompts = ["p0", "p1", "p2"]
+    rows = [_row("standard", "standard", [10, 10, 10], [5, 5, 5], [1.0, 1.0, 1.0]),
+            _row("relaxed top-N(2,0.1)", "relaxed top-N", [10, 10, 1], [8, 8, 100], [0.90, 0.90, 0.0]),
+            _row("FLy(2,0.9)", "FLy", [10, 10, 1], [8, 8, 100], [0.80, 0.80, 0.0])]
+    return _block(prompts, rows)
+
+
+def _candidate(semantic_at_m18):
+    rows = [_row("standard", "standard", [10, 10], [5, 5], [1.0, 1.0]),
+            _row("SelfJudge-F", "SelfJudge", [10, 10], [8, 8], [semantic_at_m18] * 2)]
+    return _block(["p1", "p0"], rows)
+
+
+def test_gaps_use_only_shared_prompts_and_the_better_candidate_wins(bench_script):
+    mod = bench_script("choose_verifier")
+    res = mod.compare(_rules_block(), {"weak": _candidate(0.85), "strong": _candidate(0.95)})
+    assert res["prompts"] == ["p0", "p1"]
+    strong = res["candidates"]["strong"]["gaps"]
+    weak = res["candidates"]["weak"]["gaps"]
+    # at m 1.8 SelfJudge 0.95 against relaxed 0.90 / FLy 0.80; the hull from standard (1.5, 1.0) is linear,
+    # so the mean gap over [1.5, 1.8] is half the end gap. p2 (a huge m at semantic 0) would change it.
+    assert strong["relaxed top-N"]["mean"] == pytest.approx(0.025, abs=1e-6)
+    assert strong["FLy"]["mean"] == pytest.approx(0.075, abs=1e-6)
+    assert weak["relaxed top-N"]["mean"] == pytest.approx(-0.025, abs=1e-6)
+    assert res["winner"] == "strong"
+
+
+def test_cli_refuses_a_missing_block(bench_script, tmp_path):
+    mod = bench_script("choose_verifier")
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps(_rules_block()))
+    with pytest.raises(SystemExit):
+        mod.main(["--rules", str(rules), "--candidates", f"a={tmp_path / 'missing.json'}", "--out", str(tmp_path / "o.json")])
+
+
+def test_too_few_shared_prompts_is_an_error(bench_script):
+    mod = bench_script("choose_verifier")
+    lone = _candidate(0.9)
+    lone["prompt_ids"] = ["p9", "p8"]
+    with pytest.raises(ValueError, match="share 0 prompts"):
+        mod.compare(_rules_block(), {"lone": lone})
