@@ -171,21 +171,11 @@ def drafter_name(drafter: str | None, pair: str, draft: str | None = None) -> st
 
 
 def lookup_suffix(drafter) -> str:
-    """What a label run's draft id adds for prompt lookup with n-gram lengths other than 3..1 (the
-    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``, and with an n-gram
-    store (``":store-<fingerprint>"``); "" otherwise. A run resumed with other settings is then
-    refused, since its mismatches differ."""
+    """:func:`selfjudge.models.lookup.lookup_id_suffix` for prompt lookup's drafter; "" for any other."""
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
-    from selfjudge.models.lookup import UNRECORDED_NGRAMS
+    from selfjudge.models.lookup import lookup_id_suffix
 
-    if not isinstance(drafter, PromptLookupDrafter):
-        return ""
-    suffix = ""
-    if {"max_ngram": drafter.max_ngram, "min_ngram": drafter.min_ngram} != UNRECORDED_NGRAMS:
-        suffix += f":ngrams{drafter.max_ngram}-{drafter.min_ngram}"
-    if drafter.store is not None:
-        suffix += f":store-{drafter.store.fingerprint()}"
-    return suffix
+    return lookup_id_suffix(drafter) if isinstance(drafter, PromptLookupDrafter) else ""
 
 
 def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:

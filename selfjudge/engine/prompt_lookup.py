@@ -23,20 +23,9 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine.drafter import Drafter
+from selfjudge.models.lookup import lookup_match, teacher_forced_first_tokens
 
 __all__ = ["PromptLookupDrafter", "lookup", "lookup_match"]
-
-
-def lookup_match(history: list[int], k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
-    """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
-    suffix n-gram of ``history`` (``min_ngram <= n <= max_ngram``), and that n; ([], 0) without a match."""
-    L = len(history)
-    for n in range(min(max_ngram, L - 1), min_ngram - 1, -1):
-        suffix = history[L - n:]
-        for start in range(L - n - 1, -1, -1):  # most recent earlier occurrence first
-            if history[start:start + n] == suffix:
-                return history[start + n:start + n + k], n  # never empty: start + n < L
-    return [], 0
 
 
 def lookup(history: list[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
@@ -138,8 +127,4 @@ class PromptLookupDrafter(Drafter):
         self._store_kept = [self._store_kept[r] for r in keep]
 
     def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
-        history = list(prompt_ids) + list(response_ids)
-        p = len(prompt_ids)
-        # teacher-forced, every position may ask the store: the mismatches of any gated run are among these
-        return [next(iter(self._proposal(history[: p + i], 1, self.store is not None)[0]), None)
-                for i in range(len(response_ids))]
+        return teacher_forced_first_tokens(self, prompt_ids, response_ids)

@@ -28,6 +28,7 @@ import torch
 
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
+from selfjudge.models.lookup import NgramLookup, lookup_id_suffix
 from selfjudge.writes import write_json
 
 from .rebuild import rebuild_features
@@ -105,6 +106,16 @@ def _summarise(out_dir: Path, writer: ShardWriter, wall: float) -> dict:
     return summary
 
 
+def _draft_id(target: str, draft: str | None, drafter) -> str | None:
+    """The manifest's name of what drafted: the draft folder, the pair's prompt lookup with its
+    settings (the same id the command line writes), or the built-in pair's draft model."""
+    if draft is not None:
+        return draft
+    if isinstance(drafter, NgramLookup):
+        return f"{target}:prompt-lookup" + lookup_id_suffix(drafter)
+    return f"{target}:draft" if target == DEFAULT_PAIR else None
+
+
 def label(
     target: str = DEFAULT_PAIR,
     draft: str | None = None,
@@ -130,7 +141,9 @@ def label(
     """Label ``limit`` prompts of ``task``'s ``split``; returns the summary dict.
 
     ``target``/``draft``: "smollm2-135m" (the default pair) or local model folders,
-    loaded with :func:`selfjudge.models.load_pair`; ``pair`` = an already loaded
+    loaded with :func:`selfjudge.models.load_pair` and its default drafter (for the built-in pair
+    the measured best, prompt lookup with its n-gram store, as on the command line; with a draft
+    folder the draft model); ``pair`` = an already loaded
     ``(target, draft, tokenizer)`` triple instead (ids still name it in the manifest); its draft
     may be a drafter (e.g. prompt lookup, an EAGLE head): then name it with ``draft_id``.
     ``task``: a name for :func:`selfjudge.tasks.load_task` or a Task-like object with
@@ -166,7 +179,7 @@ def label(
     if pair is None:
         from selfjudge.models import load_pair
 
-        pair = load_pair(target, draft, drafter="model")
+        pair = load_pair(target, draft)  # the pair's default drafter, as the command line uses
     tgt, drf, tok = pair[0], pair[1], pair[2]
     tgt.eval()
     if hasattr(drf, "eval"):  # a model (drafters are always in inference mode)
@@ -174,7 +187,7 @@ def label(
     if max_new_tokens is None:
         max_new_tokens = int(getattr(task, "max_new_tokens", 256))
     if draft_id is None:
-        draft_id = draft if draft is not None else (f"{target}:draft" if target == DEFAULT_PAIR else None)
+        draft_id = _draft_id(target, draft, drf)
     manifest = {
         "method": "selfjudge",
         "target": target,

@@ -13,10 +13,52 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NgramLookup", "UNRECORDED_NGRAMS"]
+__all__ = ["NgramLookup", "UNRECORDED_NGRAMS", "lookup_match", "teacher_forced_first_tokens", "lookup_id_suffix"]
 
 #: the n-gram lengths of every label run and bench block written before the lengths were recorded
 UNRECORDED_NGRAMS = {"max_ngram": 3, "min_ngram": 1}
+
+
+def lookup_match(history: list[int], k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
+    """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
+    suffix n-gram of ``history`` (``min_ngram <= n <= max_ngram``), and that n; ([], 0) without a match."""
+    L = len(history)
+    for n in range(min(max_ngram, L - 1), min_ngram - 1, -1):
+        suffix = history[L - n:]
+        for start in range(L - n - 1, -1, -1):  # most recent earlier occurrence first
+            if history[start:start + n] == suffix:
+                return history[start + n:start + n + k], n  # never empty: start + n < L
+    return [], 0
+
+
+def teacher_forced_first_tokens(lookup, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+    """Prompt lookup's first proposal after each true prefix of the response (None where it proposes
+    nothing): the context's continuation, else the store's. Teacher-forced, every position may ask the
+    store, so the mismatches of any gated run are among these. ``lookup``: anything with
+    ``max_ngram``, ``min_ngram`` and ``store`` (an :class:`NgramLookup` or the engine's drafter)."""
+    history = list(prompt_ids) + list(response_ids)
+    p = len(prompt_ids)
+    out: list[int | None] = []
+    for i in range(len(response_ids)):
+        prefix = history[: p + i]
+        found = lookup_match(prefix, 1, lookup.max_ngram, lookup.min_ngram)[0]
+        if not found and lookup.store is not None:
+            found = lookup.store.continuation(prefix, 1)
+        out.append(found[0] if found else None)
+    return out
+
+
+def lookup_id_suffix(lookup) -> str:
+    """What a label run's draft id adds for prompt lookup with n-gram lengths other than 3..1 (the
+    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``, and with an n-gram
+    store (``":store-<fingerprint>"``). A run resumed with other settings is then refused, since its
+    mismatches differ."""
+    suffix = ""
+    if {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram} != UNRECORDED_NGRAMS:
+        suffix += f":ngrams{lookup.max_ngram}-{lookup.min_ngram}"
+    if lookup.store is not None:
+        suffix += f":store-{lookup.store.fingerprint()}"
+    return suffix
 
 
 @dataclass(frozen=True)
@@ -37,3 +79,8 @@ class NgramLookup:
         if not 1 <= int(self.min_ngram) <= int(self.max_ngram):
             raise ValueError(f"min_ngram and max_ngram must satisfy 1 <= min_ngram <= max_ngram, "
                              f"got {self.min_ngram}, {self.max_ngram}")
+
+    def teacher_forced_top1(self, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
+        """Prompt lookup's teacher-forced first proposals (:func:`teacher_forced_first_tokens`), so a
+        pair's lookup drafts labels as the engine's prompt-lookup drafter does."""
+        return teacher_forced_first_tokens(self, prompt_ids, response_ids)

@@ -265,3 +265,26 @@ def test_rebuild_refuses_a_changed_prompt_or_a_record_without_text(pair, tmp_pat
     (out / "progress.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     with pytest.raises(ValueError, match="keeps no response text"):
         run(pair, out)
+
+
+def test_prompt_lookup_in_the_pair_labels_and_is_named_as_the_command_line_names_it(pair, tmp_path):
+    """``label`` with a pair whose draft slot is prompt lookup (what ``load_pair`` returns for the
+    built-in pair by default): mismatches come from the lookup, the manifest names it with its settings."""
+    from selfjudge.models.lookup import NgramLookup
+
+    tgt, _, tok = pair
+    lookup = NgramLookup(V, max_ngram=3, min_ngram=1)
+    summary = label("tiny-target", None, task=StubTask(), out=tmp_path / "pl", window=5, tau=0.0, limit=4,
+                    batch_size=2, pair=(tgt, lookup, tok), progress=False)
+    _, rows, man = read_labels(tmp_path / "pl")
+    assert man["draft"] == "tiny-target:prompt-lookup"
+    assert summary["proposals"] < summary["response_tokens"]  # lookup proposes only where the text repeats
+    exs = StubTask().examples("train", 4)
+    prompts = [tok(StubTask().build_prompt(tok, e))["input_ids"] for e in exs]
+    responses = greedy_responses(tgt, tok, prompts, 14)
+    expected = []
+    for e, x, y in zip(exs, prompts, responses):
+        z = lookup.teacher_forced_top1(x, y)
+        expected += [(e.prompt_id, i, z[i]) for i in range(len(y)) if z[i] is not None and z[i] != y[i]]
+    assert sorted((r["prompt_id"], r["position"], r["draft_token_id"]) for r in rows) == sorted(expected)
+    assert expected  # the stub's repeated prompts give lookup mismatches to label

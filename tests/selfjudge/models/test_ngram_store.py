@@ -213,3 +213,23 @@ def test_damaged_store_files_fail_in_one_value_error_naming_the_file(tmp_path):
         seen += 1
     assert seen == 14
     assert load_ngram_store(good, vocab_size=16).settings()["source"] == "toy"  # negative control
+
+
+def test_a_pairs_lookup_proposes_teacher_forced_as_the_engines_drafter():
+    """The draft slot of ``load_pair(..., drafter="prompt-lookup")`` labels with the same first
+    proposals as the engine's drafter, store or not, so library and command-line labels agree."""
+    from selfjudge.models.lookup import NgramLookup, lookup_id_suffix
+
+    store = NgramStore([[10, 11, 12, 13, 14]], max_ngram=2, min_ngram=2, min_count=1, min_share=0.0)
+    g = torch.Generator().manual_seed(0)
+    for s in (store, None):
+        pair_slot = NgramLookup(20, max_ngram=2, min_ngram=2, store=s)
+        drafter = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=s)
+        for _ in range(20):
+            prompt = torch.randint(0, 20, (6,), generator=g).tolist()
+            response = torch.randint(0, 20, (12,), generator=g).tolist()
+            assert pair_slot.teacher_forced_top1(prompt, response) == drafter.teacher_forced_top1(prompt, response)
+        assert lookup_id_suffix(pair_slot) == lookup_id_suffix(drafter)
+    assert NgramLookup(20, 2, 2, store=store).teacher_forced_top1([3, 10], [11, 12, 7]) == [None, 12, 13]
+    assert lookup_id_suffix(NgramLookup(20, 3, 1)) == ""
+    assert lookup_id_suffix(NgramLookup(20, 3, 2, store=store)) == f":ngrams3-2:store-{store.fingerprint()}"
