@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.pareto import gap_interval
+from selfjudge.bench.pareto import gap_interval, pareto_gap
 from selfjudge.bench.report import m_at_fidelity
 
 RULE_FAMILIES = ("relaxed top-N", "FLy")
@@ -52,8 +52,10 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
         rows = _rows(block, shared, ("standard", "SelfJudge")) + rule_rows
         K = min(r["K"] for r in rows if r["K"])
         gaps = {fam: gap_interval(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
+        full = {fam: pareto_gap(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
         out["candidates"][name] = {
             "gaps": gaps,
+            "min_gap": {fam: None if g is None else g["min"] for fam, g in full.items()},
             "m_at_0.97": {fam: m_at_fidelity(rows, fam, K) for fam in ("SelfJudge", *RULE_FAMILIES)},
             "points": sorted((round(r["mean_accepted_length"], 3), round(r[Y], 3), r["name"])
                              for r in rows if r["family"] == "SelfJudge"),
@@ -67,14 +69,15 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"{len(result['prompts'])} validation prompts; gap = SelfJudge's envelope minus the rule's "
              "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
-             "| candidate | vs relaxed top-N | vs FLy | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
-             "|---|---|---|---|"]
+             "| candidate | vs relaxed top-N | vs FLy | min gap (relaxed / FLy) | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
+             "|---|---|---|---|---|"]
     for name, c in result["candidates"].items():
         cells = [("–" if g is None else f"{g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]")
                  for g in (c["gaps"][f] for f in RULE_FAMILIES)]
         ms = " / ".join("–" if v is None else f"{v:.2f}" for v in c["m_at_0.97"].values())
+        mins = " / ".join("–" if v is None else f"{v:+.3f}" for v in c["min_gap"].values())
         mark = " **(chosen)**" if name == result["winner"] else ""
-        lines.append(f"| {name}{mark} | {cells[0]} | {cells[1]} | {ms} |")
+        lines.append(f"| {name}{mark} | {cells[0]} | {cells[1]} | {mins} | {ms} |")
     return "\n".join(lines) + "\n"
 
 
