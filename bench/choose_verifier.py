@@ -32,7 +32,10 @@ def _subset(row: dict[str, Any], keep: list[int]) -> dict[str, Any]:
     pp = {k: [v[i] for i in keep] for k, v in row["per_prompt"].items() if isinstance(v, list) and len(v) > max(keep)}
     cyc, acc = sum(pp["cycles"]), sum(pp["accepted"])
     m = 1.0 if row.get("policy") == "autoregressive" else (acc + cyc) / cyc
-    return {**row, "per_prompt": pp, "mean_accepted_length": m, Y: sum(pp[PROMPT_Y]) / len(keep)}
+    out = {**row, "per_prompt": pp, "mean_accepted_length": m, Y: sum(pp[PROMPT_Y]) / len(keep)}
+    if "rouge_l" in pp:
+        out["rouge_l_vs_target"] = sum(pp["rouge_l"]) / len(keep)
+    return out
 
 
 def _rows(block: dict[str, Any], prompts: list[str], families: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -66,6 +69,15 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
     return out
 
 
+def merged_block(rules: dict[str, Any], candidate: dict[str, Any], prompts: list[str]) -> dict[str, Any]:
+    """``candidate``'s block cut to ``prompts`` with the rules' rows beside its own, so that
+    ``selfjudge calibrate`` stores the rules' validation curves too (their speed columns are those
+    of the rules' own run)."""
+    families = tuple({r["family"] for r in candidate["rows"]})
+    return {**candidate, "prompt_ids": prompts,
+            "rows": _rows(candidate, prompts, families) + _rows(rules, prompts, RULE_FAMILIES)}
+
+
 def markdown(result: dict[str, Any]) -> str:
     lines = [f"{len(result['prompts'])} validation prompts; gap = SelfJudge's envelope minus the rule's "
              "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
@@ -87,6 +99,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--candidates", nargs="+", required=True, metavar="NAME=BLOCK",
                     help="each candidate verifier's bench block on validation prompts")
     ap.add_argument("--out", required=True, help="JSON result; a .md table is written beside it")
+    ap.add_argument("--merged", default=None, metavar="DIR",
+                    help="also write DIR/NAME/blocks/: each candidate's block with the rules' rows on the shared "
+                         "prompts, a bench folder for `selfjudge calibrate`")
     args = ap.parse_args(argv)
     cands = {}
     for item in args.candidates:
@@ -96,7 +111,13 @@ def main(argv: list[str] | None = None) -> None:
         if not Path(path).is_file():
             ap.error(f"--candidates: no bench block at {path}")
         cands[name] = json.loads(Path(path).read_text())
-    result = compare(json.loads(Path(args.rules).read_text()), cands)
+    rules = json.loads(Path(args.rules).read_text())
+    result = compare(rules, cands)
+    for name, block in cands.items() if args.merged else ():
+        folder = Path(args.merged) / name / "blocks"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{block['task']}_b{block['batch']}.json").write_text(
+            json.dumps(merged_block(rules, block, result["prompts"])))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -9,7 +9,8 @@
 #    augmentation: the teacher-forced ablation's winner on every task, bench/results/judge-labels-20k),
 #    each measured in the engine on validation prompts, and the one with the best semantic-fidelity
 #    Pareto against relaxed top-N and FLy kept (bench/choose_verifier.py); the other tasks take TAU_Q;
-# 3. the kept verifier's validation curve stored in it (selfjudge calibrate: threshold "quality:B");
+# 3. the kept verifier's validation curves, with the rules' on the same prompts, stored in it (selfjudge
+#    calibrate: threshold "quality:B" and the demo's rule within the budget);
 # 4. one general verifier from all tasks' labels.
 # Duration on 2 CPU cores: labels ~2 h per task if made from scratch (14 min each to rebuild tensors);
 # each validation bench 10-30 min.
@@ -53,9 +54,10 @@ for task in gsm8k sharegpt summarize; do
             --selfjudge-verifier "$R/$task-q$q.safetensors" --out "$R/val-$task-q$q" --threads 1 --device cpu
         cands+=("q$q=$R/val-$task-q$q/blocks/${task}_b8.json")
     done
-    python bench/choose_verifier.py --rules "${!rules_var}" --candidates "${cands[@]}" --out "$R/choose-$task.json"
+    python bench/choose_verifier.py --rules "${!rules_var}" --candidates "${cands[@]}" --out "$R/choose-$task.json" \
+        --merged "$R/merged-$task"
     q=$(python -c "import json,sys; print(json.load(open(sys.argv[1]))['winner'][1:])" "$R/choose-$task.json")
-    selfjudge calibrate --bench "$R/val-$task-q$q" --verifier "$R/$task-q$q.safetensors" --out "$ship"
+    selfjudge calibrate --bench "$R/merged-$task/q$q" --verifier "$R/$task-q$q.safetensors" --out "$ship"
 done
 
 train $L/gsm8k $L/sharegpt $L/summarize "$R/general-q$TAU_Q.safetensors" "$TAU_Q"
