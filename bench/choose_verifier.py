@@ -19,20 +19,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.pareto import gap_interval, pareto_gap
+from selfjudge.bench.pareto import gap_interval, resampled_rows
 from selfjudge.bench.report import m_at_fidelity
 
 RULE_FAMILIES = ("relaxed top-N", "FLy")
 Y = "semantic_fidelity"
-PROMPT_Y = "semantic"
 
 
 def _subset(row: dict[str, Any], keep: list[int]) -> dict[str, Any]:
     """``row`` with its per-prompt figures cut to the prompt positions ``keep`` and m / y recomputed."""
     pp = {k: [v[i] for i in keep] for k, v in row["per_prompt"].items() if isinstance(v, list) and len(v) > max(keep)}
-    cyc, acc = sum(pp["cycles"]), sum(pp["accepted"])
-    m = 1.0 if row.get("policy") == "autoregressive" else (acc + cyc) / cyc
-    out = {**row, "per_prompt": pp, "mean_accepted_length": m, Y: sum(pp[PROMPT_Y]) / len(keep)}
+    figures = resampled_rows([row], keep, Y)[0]
+    out = {**row, "per_prompt": pp, "mean_accepted_length": figures["mean_accepted_length"], Y: figures[Y]}
     if "rouge_l" in pp:
         out["rouge_l_vs_target"] = sum(pp["rouge_l"]) / len(keep)
     return out
@@ -55,10 +53,9 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
         rows = _rows(block, shared, ("standard", "SelfJudge")) + rule_rows
         K = min(r["K"] for r in rows if r["K"])
         gaps = {fam: gap_interval(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
-        full = {fam: pareto_gap(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
         out["candidates"][name] = {
             "gaps": gaps,
-            "min_gap": {fam: None if g is None else g["min"] for fam, g in full.items()},
+            "min_gap": {fam: None if g is None else g["min"] for fam, g in gaps.items()},
             "m_at_0.97": {fam: m_at_fidelity(rows, fam, K) for fam in ("SelfJudge", *RULE_FAMILIES)},
             "points": sorted((round(r["mean_accepted_length"], 3), round(r[Y], 3), r["name"])
                              for r in rows if r["family"] == "SelfJudge"),

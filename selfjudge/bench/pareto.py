@@ -149,5 +149,5 @@ def gap_interval(rows: list[dict[str, Any]], a: str, b: str, y: str = "semantic_
     if not means:
         return None
     low, high = percentile_interval(means, level)
-    return {"mean": full["mean"], "low": low, "high": high, "level": level, "prompts": n,
+    return {"mean": full["mean"], "min": full["min"], "low": low, "high": high, "level": level, "prompts": n,
             "replicates": len(means), "dropped": n_boot - len(means), "envelope": envelope}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine.drafter import Drafter
-from selfjudge.models.lookup import lookup_match, teacher_forced_first_tokens
+from selfjudge.models.lookup import first_proposal, lookup_match, teacher_forced_first_tokens
 
 __all__ = ["PromptLookupDrafter", "lookup", "lookup_match"]
 
@@ -89,17 +89,8 @@ class PromptLookupDrafter(Drafter):
             return True
         return self._store_kept[row] >= self.store_min_accepted * tries
 
-    def _proposal(self, history: list[int], k: int, ask_store: bool) -> tuple[list[int], str]:
-        """The context's continuation, else (``ask_store``) the store's; and its source: ``"context:n"``
-        for an n-gram match, ``"store"``, or ``""`` for no proposal."""
-        found, n = lookup_match(history, k, self.max_ngram, self.min_ngram)
-        if not found and ask_store:
-            found = self.store.continuation(history, k)
-            return found, "store" if found else ""
-        return found, f"context:{n}" if found else ""
-
     def propose(self, num_tokens: int, temperature: float, generator):
-        proposals = [self._proposal(h, num_tokens, self.store_open(b)) for b, h in enumerate(self._history)]
+        proposals = [first_proposal(self, h, num_tokens, self.store_open(b)) for b, h in enumerate(self._history)]
         found = [f for f, _ in proposals]
         self.last_sources = [source for _, source in proposals]
         self._asked_store = [source == "store" for source in self.last_sources]

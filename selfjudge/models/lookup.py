@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NgramLookup", "UNRECORDED_NGRAMS", "lookup_match", "teacher_forced_first_tokens", "lookup_id_suffix"]
+__all__ = ["NgramLookup", "UNRECORDED_NGRAMS", "lookup_match", "first_proposal", "teacher_forced_first_tokens", "lookup_id_suffix"]
 
 #: the n-gram lengths of every label run and bench block written before the lengths were recorded
 UNRECORDED_NGRAMS = {"max_ngram": 3, "min_ngram": 1}
@@ -31,21 +31,25 @@ def lookup_match(history: list[int], k: int, max_ngram: int, min_ngram: int) -> 
     return [], 0
 
 
+def first_proposal(lookup, history: list[int], k: int, ask_store: bool) -> tuple[list[int], str]:
+    """Up to ``k`` tokens prompt lookup proposes after ``history``: the context's continuation, else
+    (``ask_store`` and a store) the store's; and its source: ``"context:n"`` for an n-gram match,
+    ``"store"``, or ``""`` for no proposal. ``lookup``: anything with ``max_ngram``, ``min_ngram``
+    and ``store`` (an :class:`NgramLookup` or the engine's drafter)."""
+    found, n = lookup_match(history, k, lookup.max_ngram, lookup.min_ngram)
+    if not found and ask_store and lookup.store is not None:
+        found = lookup.store.continuation(history, k)
+        return found, "store" if found else ""
+    return found, f"context:{n}" if found else ""
+
+
 def teacher_forced_first_tokens(lookup, prompt_ids: list[int], response_ids: list[int]) -> list[int | None]:
     """Prompt lookup's first proposal after each true prefix of the response (None where it proposes
-    nothing): the context's continuation, else the store's. Teacher-forced, every position may ask the
-    store, so the mismatches of any gated run are among these. ``lookup``: anything with
-    ``max_ngram``, ``min_ngram`` and ``store`` (an :class:`NgramLookup` or the engine's drafter)."""
+    nothing). Teacher-forced, every position may ask the store, so the mismatches of any gated run
+    are among these."""
     history = list(prompt_ids) + list(response_ids)
     p = len(prompt_ids)
-    out: list[int | None] = []
-    for i in range(len(response_ids)):
-        prefix = history[: p + i]
-        found = lookup_match(prefix, 1, lookup.max_ngram, lookup.min_ngram)[0]
-        if not found and lookup.store is not None:
-            found = lookup.store.continuation(prefix, 1)
-        out.append(found[0] if found else None)
-    return out
+    return [next(iter(first_proposal(lookup, history[: p + i], 1, True)[0]), None) for i in range(len(response_ids))]
 
 
 def lookup_id_suffix(lookup) -> str:
