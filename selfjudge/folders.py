@@ -30,6 +30,7 @@ class FolderLock:
     """An exclusive lock on an output folder (released by :meth:`release`, ``with`` or process exit)."""
 
     def __init__(self, folder: str | os.PathLike, command: str | None = None):
+        self._fd = None  # set first: a refused lock file leaves nothing for __del__ to release
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / LOCK_FILE

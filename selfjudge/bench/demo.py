@@ -20,6 +20,7 @@ import platform
 import time
 from pathlib import Path
 
+from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import save_figure
 
 _log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ def _verifier(pair: str, task: str, verifier_path: str | None, drafter: str, hid
     path = verifier_path or shipped_verifier_for("selfjudge", pair, (task,), drafter)
     if path is None:
         raise ValueError(f"pair: no shipped SelfJudge verifier for {pair!r}; pass verifier_path")
-    return load_verifier(path, expect_model=pair, expect_hidden_size=hidden_size), path
+    return load_verifier(path, expect_model=pair, expect_hidden_size=hidden_size,
+                         expect_fingerprint=target_fingerprint(pair)), path
 
 
 def best_rule_at_budget(metadata: dict, budget: float, K: int):

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import open_append, write_json
 
 _log = logging.getLogger(__name__)
@@ -230,7 +231,8 @@ def _engines(spec: PeerSpec, verifier: str | None, threshold: str) -> dict:
                "engine standard SD": SpeculativeEngine(target, draft, tokenizer, policy="standard",
                                                        num_draft_tokens=spec.k)}
     if "engine SelfJudge" in wanted:
-        judge = load_verifier(verifier, expect_model=spec.pair, expect_hidden_size=target.config.hidden_size)
+        judge = load_verifier(verifier, expect_model=spec.pair, expect_hidden_size=target.config.hidden_size,
+                              expect_fingerprint=target_fingerprint(spec.pair))
         engines["engine SelfJudge"] = SpeculativeEngine(target, draft, tokenizer, policy="judge", verifier=judge,
                                                         threshold=threshold, num_draft_tokens=spec.k)
     return {name: engines[name] for name in wanted}

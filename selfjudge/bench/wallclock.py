@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfjudge.bench.report import BLOCKS, write_report
+from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
 
 DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128, "summarize": 96}
@@ -145,7 +146,8 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
         if path is None:
             _log.warning(f"[wallclock] no {family} verifier for {task}: its configurations are skipped")
             continue
-        judges[family] = load_verifier(path, expect_model=spec.pair, expect_hidden_size=hidden_size)
+        judges[family] = load_verifier(path, expect_model=spec.pair, expect_hidden_size=hidden_size,
+                                       expect_fingerprint=target_fingerprint(spec.pair))
         paths[family] = str(path)
     return judges, paths
 

@@ -71,8 +71,11 @@ def run(args) -> int:
         texts["train"], texts["heldout"], context=args.context, max_ngram=args.max_ngram, min_ngram=args.min_ngram,
         min_count=args.min_count, min_share=args.min_share, lookup_ngrams=(lookup.max_ngram, lookup.min_ngram),
         source=f"{args.target}'s greedy responses to {args.prompts} train prompts of {', '.join(args.tasks)}")
-    store.save(args.out)
-    report.update(command=args.command_line, target=args.target, path=str(args.out))
+    from selfjudge.models.fingerprint import target_fingerprint
+
+    fingerprint = target_fingerprint(args.target)  # a folder's: the store is refused for another target
+    store.save(args.out, target_fingerprint=fingerprint)
+    report.update(command=args.command_line, target=args.target, target_fingerprint=fingerprint, path=str(args.out))
     write_json(args.out.with_suffix(".json"), report)
     print(json.dumps(report["written"]))
     return 0

@@ -77,8 +77,10 @@ def make_cli_policy(args, target):
         return FlyPolicy(**fly)
     if judged:
         from selfjudge.judge import load_verifier
+        from selfjudge.models.fingerprint import target_fingerprint
 
-        verifier = load_verifier(args.verifier, expect_model=args.target, expect_hidden_size=target.config.hidden_size)
+        verifier = load_verifier(args.verifier, expect_model=args.target, expect_hidden_size=target.config.hidden_size,
+                                 expect_fingerprint=target_fingerprint(args.target))
         judge = JudgePolicy(verifier, parse_threshold(args.threshold), None, args.top_n_gate)
         return judge if args.policy == "judge" else FlyPolicy(base=judge, **fly)
     return make_policy(args.policy, top_k=args.top_k)

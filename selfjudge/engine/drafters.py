@@ -69,9 +69,10 @@ def make_drafter(name: str, target, draft=None, *, eagle_dir=None, pair: str | N
         if lookup_store is not None and str(lookup_store) == "none":
             given["store"] = None
         elif lookup_store is not None:
+            from selfjudge.models.fingerprint import model_fingerprint
             from selfjudge.models.ngram_store import load_ngram_store
 
-            given["store"] = load_ngram_store(lookup_store, vocab_size)
+            given["store"] = load_ngram_store(lookup_store, vocab_size, model_fingerprint(target))
         return as_drafter(replace(lookup, **given), None)
     if name == "eagle":
         if eagle_dir is None:  # the head shipped for the default pair (refused by load_eagle_head for another target)

@@ -338,6 +338,7 @@ def _label_metadata(label_dirs, manifests, command, score, tau_quantile) -> dict
     meta = {
         "method": m0.get("method"),
         "target": m0.get("target"),
+        "target_fingerprint": m0.get("target_fingerprint"),
         "draft": m0.get("draft"),
         "task": m0.get("task") if len({m.get("task") for m in manifests}) == 1 else "+".join(
             sorted({str(m.get("task")) for m in manifests})),

@@ -195,12 +195,15 @@ def load_verifier(
     path: str | os.PathLike,
     expect_model: str | None = None,
     expect_hidden_size: int | None = None,
+    expect_fingerprint: str | None = None,
 ) -> Verifier:
     """Load a verifier file, refusing one made for another model or hidden size.
 
     Args:
         path: the ``.safetensors`` file written by :func:`save_verifier`.
-        expect_model: if given, must equal the file's ``metadata["target"]``.
+        expect_model: if given, must equal the file's ``metadata["target"]`` (unless fingerprints decide).
+        expect_fingerprint: the target folder's :func:`~selfjudge.models.fingerprint.target_fingerprint`;
+            where the file records one too, the two must be equal and the names need not be.
         expect_hidden_size: if given, must equal the weight length.
 
     Raises:
@@ -248,11 +251,11 @@ def load_verifier(
         raise ValueError(
             f"verifier {path!s} was trained for hidden size {hidden}, but expect_hidden_size={expect_hidden_size}"
         )
-    if expect_model is not None and meta.get("target") != expect_model:
-        raise ValueError(
-            f"verifier {path!s} was trained for target model {meta.get('target')!r}, not {expect_model!r}: "
-            "its judge reads another model's hidden states (retrain it on this target's labels)"
-        )
+    if expect_model is not None or expect_fingerprint is not None:
+        from selfjudge.models.fingerprint import check_target
+
+        check_target(meta, f"verifier {path!s}", name=expect_model, fingerprint=expect_fingerprint, made="trained",
+                     remedy="its judge reads another model's hidden states (retrain it on this target's labels)")
     try:
         return Verifier(weight=weight, bias=float(bias.reshape(())), thresholds=thresholds, metadata=meta,
                         phi_weight=phi_weight)

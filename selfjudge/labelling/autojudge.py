@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from selfjudge.labelling.autojudge_batch import mine_batch
 from selfjudge.labelling.autojudge_walk import MinedPrompt, mine_prompt
 from selfjudge.labelling.shards import SUMMARY, ShardWriter
+from selfjudge.models.fingerprint import model_fingerprint
 from selfjudge.models.generation import eos_token_ids, greedy_responses
 
 _COMPARE_KEYS = ("method", "target", "draft", "task", "hidden_size", "max_new_tokens", "label_fraction")
@@ -69,6 +70,7 @@ def mine_task(
     manifest = {
         "method": "autojudge",
         "target": target_id or model_id(target),
+        "target_fingerprint": model_fingerprint(target),
         "draft": draft_id or model_id(draft),
         "task": task_name or getattr(task, "name", type(task).__name__),
         "split": split,

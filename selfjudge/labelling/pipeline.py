@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
+from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
 from selfjudge.models.lookup import NgramLookup, lookup_id_suffix
 from selfjudge.writes import write_json
@@ -191,6 +192,7 @@ def label(
     manifest = {
         "method": "selfjudge",
         "target": target,
+        "target_fingerprint": target_fingerprint(target),  # a local folder's, so a moved folder still matches
         "draft": draft_id,
         "task": task.name,
         "split": split,

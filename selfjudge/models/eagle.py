@@ -146,6 +146,7 @@ def load_eagle_head(folder: str | Path, target) -> EagleHead:
                 "you trust the file, e.g. `python -c \"import torch; from safetensors.torch import save_file; "
                 "save_file(torch.load('pytorch_model.bin', weights_only=True), 'model.safetensors')\"`.") if pickled else ""
         raise ValueError(f"folder: {folder} has no .safetensors weights.{hint}")
+    _check_head_target(folder, target)
     raw = _read_head_config(folder / "config.json")
     bias = bool(raw.pop("bias", True))
     t = target.config
@@ -187,6 +188,19 @@ def _strict_config_error() -> type[Exception]:
 
 
 _HEAD_INTS = ("hidden_size", "vocab_size", "num_hidden_layers", "intermediate_size", "num_attention_heads")
+
+
+def _check_head_target(folder: Path, target) -> None:
+    """Refuse a head whose ``eagle.json`` records another target's fingerprint (a head made for one
+    model reads only that model's hidden states; published heads record none and are not checked)."""
+    from .fingerprint import check_target, model_fingerprint
+
+    record = folder / "eagle.json"
+    meta = read_json(record) if record.is_file() else {}
+    fingerprint = model_fingerprint(target) if isinstance(meta, dict) and meta.get("target_fingerprint") else None
+    if fingerprint is not None:
+        check_target(meta, f"folder: EAGLE head {folder}", name=getattr(target.config, "_name_or_path", None),
+                     fingerprint=fingerprint, made="trained", remedy="train a head on this target (selfjudge train-eagle)")
 
 
 def _read_head_config(path: Path) -> dict:

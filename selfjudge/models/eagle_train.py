@@ -38,6 +38,7 @@ from selfjudge.writes import own_files
 
 from .records import load_records, read_checkpoint, save_records, write_checkpoint, write_state
 from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
+from .fingerprint import model_fingerprint
 
 _log = logging.getLogger(__name__)
 
@@ -319,6 +320,7 @@ def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: tor
     head.load_state_dict(read_checkpoint(ckpt_dir, state, "head", legacy="head.safetensors"), strict=False)
     meta = {k: v for k, v in state.items() if k != "vocab_ids"}
     meta["vocab_size_of_draft_head"] = None if state.get("vocab_ids") is None else len(state["vocab_ids"])
+    meta["target_fingerprint"] = model_fingerprint(target)  # a head reads this target's hidden states only
     meta.update(extra or {})
     if dtype is not None:
         head.fc.to(dtype)

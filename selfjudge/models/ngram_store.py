@@ -119,8 +119,10 @@ class NgramStore:
         return {"max_ngram": self.max_ngram, "min_ngram": self.min_ngram, "min_count": self.min_count,
                 "min_share": self.min_share, "tokens": sum(len(s) for s in self.sequences), "source": self.source}
 
-    def save(self, path: str | Path) -> Path:
-        """Write the sequences and settings to one safetensors file (written whole or not at all)."""
+    def save(self, path: str | Path, target_fingerprint: str | None = None) -> Path:
+        """Write the sequences and settings to one safetensors file (written whole or not at all);
+        ``target_fingerprint`` (:mod:`selfjudge.models.fingerprint`): the target whose text it holds,
+        checked when the store is loaded for a target."""
 
         import torch
 
@@ -130,20 +132,29 @@ class NgramStore:
         lengths = torch.tensor([len(s) for s in self.sequences], dtype=torch.int64)  # [S]
         tokens = torch.tensor([t for s in self.sequences for t in s], dtype=torch.int32)  # [sum of lengths]
         meta = {"format": _FORMAT, "settings": json.dumps({k: v for k, v in self.settings().items() if k != "tokens"})}
+        if target_fingerprint is not None:
+            meta["target_fingerprint"] = str(target_fingerprint)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_safetensors({"tokens": tokens, "lengths": lengths}, path, metadata=meta)
         return path
 
 
-def load_ngram_store(path: str | Path, vocab_size: int | None = None) -> NgramStore:
+def load_ngram_store(path: str | Path, vocab_size: int | None = None,
+                     target_fingerprint: str | None = None) -> NgramStore:
     """Read a store written by :meth:`NgramStore.save`; with ``vocab_size``, refuse a store
-    whose tokens do not fit the target's vocabulary (it was made for another tokenizer)."""
+    whose tokens do not fit the target's vocabulary (it was made for another tokenizer); with
+    ``target_fingerprint``, refuse a store that records another target's."""
     path = Path(path)
     if path.suffix != ".safetensors":
         raise ValueError(f"path: an n-gram store is a .safetensors file, got {str(path)!r}")
     if not path.is_file():
         raise FileNotFoundError(f"path: no n-gram store at {path}")
-    tokens, lengths, settings = _read_store_file(path)
+    tokens, lengths, settings, recorded = _read_store_file(path)
+    if recorded is not None and target_fingerprint is not None:
+        from .fingerprint import check_target
+
+        check_target({"target_fingerprint": recorded}, f"path: n-gram store {path}", fingerprint=target_fingerprint,
+                     made="built", remedy="build one from this target's text (selfjudge build-store)")
     sequences, start = [], 0
     for n in lengths:
         sequences.append(tokens[start:start + n])
@@ -162,9 +173,9 @@ _SETTINGS = {"max_ngram": int, "min_ngram": int, "min_count": int, "min_share": 
 MAX_NGRAM_LIMIT = 32  # longer n-grams make no sense for lookup, and a huge value would stall the build
 
 
-def _read_store_file(path: Path) -> tuple[list[int], list[int], dict]:
-    """``(tokens, lengths, settings)`` of a store file, every field checked before use: a damaged
-    or foreign file is one ``ValueError`` naming it."""
+def _read_store_file(path: Path) -> tuple[list[int], list[int], dict, str | None]:
+    """``(tokens, lengths, settings, target fingerprint or None)`` of a store file, every field
+    checked before use: a damaged or foreign file is one ``ValueError`` naming it."""
     import torch
     from safetensors import SafetensorError, safe_open
 
@@ -187,7 +198,8 @@ def _read_store_file(path: Path) -> tuple[list[int], list[int], dict]:
             raise ValueError(f"path: {path} is damaged: {name} holds a negative entry")
     if int(lengths.sum()) != tokens.numel():
         raise ValueError(f"path: {path} is damaged: lengths sum to {int(lengths.sum())} for {tokens.numel()} tokens")
-    return tokens.tolist(), lengths.tolist(), _store_settings(path, meta.get("settings"))
+    recorded = meta.get("target_fingerprint")
+    return tokens.tolist(), lengths.tolist(), _store_settings(path, meta.get("settings")), recorded
 
 
 def _store_settings(path: Path, text) -> dict:

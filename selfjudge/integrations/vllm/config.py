@@ -105,9 +105,11 @@ def load_judge(options: PluginOptions, model: str, hidden_size: int, device: tor
     if options.verifier is None:
         return None
     from selfjudge.judge.verifier import load_verifier
+    from selfjudge.models.fingerprint import target_fingerprint
 
     expect = options.target or served_target_name(model)
-    verifier = load_verifier(options.verifier, expect_model=expect, expect_hidden_size=hidden_size)
+    verifier = load_verifier(options.verifier, expect_model=expect, expect_hidden_size=hidden_size,
+                             expect_fingerprint=target_fingerprint(model))
     threshold = verifier.threshold(options.threshold)
     phi = None if verifier.phi_weight is None else verifier.phi_weight.to(device)
     return JudgeWeights(weight=verifier.weight.to(device), bias=verifier.bias, phi_weight=phi,

@@ -5,6 +5,7 @@ store, label, train a verifier, then generate, bench and demo with it; a target 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -76,6 +77,15 @@ def test_the_whole_workflow_on_ones_own_target(folders):
     refused = run_cli("generate", "--target", folders["other"], "--device", "cpu", "--drafter", "prompt-lookup",
                       "--policy", "judge", "--verifier", verifier, "--prompt", "hi", ok=False)
     assert refused.returncode == 2 and "verifier" in refused.stderr
+    # the verifier and the store know the target by its fingerprint, not its path: a moved folder still matches
+    moved = shutil.copytree(target, root / "moved" / "target")
+    again = run_cli("generate", "--target", moved, "--device", "cpu", "--drafter", "prompt-lookup", "--lookup-store",
+                    store, "--policy", "judge", "--verifier", verifier, "--threshold", "F", "--max-new-tokens", "12",
+                    "--json", "--prompt", *PROMPTS)
+    assert _tokens(again) == _tokens(judged)
+    refused = run_cli("generate", "--target", folders["other"], "--device", "cpu", "--drafter", "prompt-lookup",
+                      "--lookup-store", store, "--prompt", "hi", ok=False)
+    assert refused.returncode == 2 and "n-gram store" in refused.stderr
 
     out = root / "bench"
     run_cli("bench", *common, *lookup, "--tasks", "sharegpt", "--limit", "2", "--max-new-tokens", "8", "--ks", "2",
