@@ -17,7 +17,7 @@ ROW_KEYS = {"name": str, "family": str, "K": int, "mean_accepted_length": _NUM, 
             "share_draft": _NUM, "share_target": _NUM, "share_verify": _NUM, "share_other": _NUM}
 #: keys a row may hold, with their types when present and not null
 OPTIONAL_ROW_KEYS = {"semantic_fidelity": _NUM, "rouge_l_vs_target": _NUM, "threshold": str, "top_k": int,
-                     "policy": str, "params": list, "per_prompt": dict}
+                     "policy": str, "params": list, "per_prompt": dict, "per_group": dict}
 OPTIONAL_BLOCK_KEYS = {"max_new_tokens": int, "environment": dict, "split": str, "prompt_ids": list}
 
 
@@ -50,6 +50,14 @@ def _check_per_prompt(pp: dict, path) -> None:
         raise ValueError(f"{path}: damaged block: per_prompt cycles and accepted disagree")
 
 
+def _check_per_group(pg: dict, path) -> None:
+    wall, tokens = pg.get("wall_s"), pg.get("tokens")
+    if not (isinstance(wall, list) and isinstance(tokens, list) and len(wall) == len(tokens)
+            and all(_kind_ok(v, _NUM) and math.isfinite(v) and v >= 0 for v in wall + tokens)):
+        raise ValueError(f"{path}: damaged block: per_group wall_s and tokens must be equal-length lists of "
+                         "finite numbers >= 0")
+
+
 def check_block(block: Any, path: str | Path) -> dict:
     """``block`` if it has the shape the report reads, else ``ValueError`` naming ``path``."""
     if not isinstance(block, dict):
@@ -65,4 +73,6 @@ def check_block(block: Any, path: str | Path) -> dict:
             raise ValueError(f"{path}: damaged block: row K must be >= 0")
         if row.get("per_prompt"):
             _check_per_prompt(row["per_prompt"], path)
+        if row.get("per_group"):
+            _check_per_group(row["per_group"], path)
     return block

@@ -337,12 +337,14 @@ def run_block(
         raise ValueError("the first configuration must be target-only (it is the reference)")
     if timing_rounds < 1:
         raise ValueError(f"timing_rounds must be >= 1, got {timing_rounds}")
-    acc = {c.key: {"wall": 0.0, "timed_tokens": 0, "stats": GenerationStats(), "outputs": [], "cycles": [],
-                   "accepted": []} for c in configs}
     groups = [list(range(i, min(i + batch, len(prompts)))) for i in range(0, len(prompts), batch)]
+    acc = {c.key: {"wall": 0.0, "timed_tokens": 0, "stats": GenerationStats(), "outputs": [], "cycles": [],
+                   "accepted": [], "group_wall": [0.0] * len(groups), "group_tokens": [0] * len(groups)}
+           for c in configs}
     bar = tqdm(total=timing_rounds * len(groups) * len(configs), desc=f"{scorer.name} batch {batch}",
                file=sys.stderr, disable=not progress)
-    for pass_index, (round_index, grp) in enumerate((r, g) for r in range(timing_rounds) for g in groups):
+    for pass_index, (round_index, (g_index, grp)) in enumerate((r, g) for r in range(timing_rounds)
+                                                                for g in enumerate(groups)):
         for c in (configs if pass_index % 2 == 0 else configs[::-1]):
             eng = engines[c.key]
             t0 = time.perf_counter()
@@ -351,6 +353,8 @@ def run_block(
             a = acc[c.key]
             a["wall"] += wall
             a["timed_tokens"] += sum(len(r.token_ids) for r in res)
+            a["group_wall"][g_index] += wall  # per prompt group: the bootstrap of tokens/s ratios
+            a["group_tokens"][g_index] += sum(len(r.token_ids) for r in res)
             if round_index == 0:
                 a["stats"].add(eng.last_batch_stats)
                 a["outputs"] += [(r.text, list(r.token_ids)) for r in res]
@@ -415,6 +419,8 @@ def run_block(
             "per_prompt": {"task_score": scores, "fidelity": fid, "semantic": sem, "rouge_l": rouge,
                            "tokens": [len(ids) for _, ids in a["outputs"]], "cycles": a["cycles"],
                            "accepted": a["accepted"]},
+            # per prompt group (one prompt at batch 1), all timing rounds: tokens/s ratio intervals
+            "per_group": {"wall_s": a["group_wall"], "tokens": a["group_tokens"]},
         }
         rows.append(row)
     return rows

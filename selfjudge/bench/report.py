@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.bench.block_schema import check_block
-from selfjudge.bench.pareto import gap_interval, pareto_gap  # noqa: F401 (pareto_gap: the scripts' import)
+from selfjudge.bench.pareto import gap_interval, pareto_gap, speed_ratio_interval  # noqa: F401 (pareto_gap: the scripts' import)
 from selfjudge.json_io import read_json
 from selfjudge.writes import own_files, save_figure, write_json, write_text
 
@@ -75,10 +75,17 @@ def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = 
                 continue
             lines.append(
                 f"| {b['task']} | {b['batch']} | {name} | {_fmt(r['tokens_per_s'], '.2f')} | "
-                f"{_fmt(r['speedup_vs_target_only'], '.2f')} | {_fmt(r['speedup_vs_standard'], '.2f')} | "
+                f"{_ratio(r, by_name.get('target-only'), r['speedup_vs_target_only'])} | "
+                f"{_ratio(r, by_name.get('standard'), r['speedup_vs_standard'])} | "
                 f"{_fmt(r['mean_accepted_length'], '.2f')} | {_fmt(r['fidelity'], '.3f')} | {_fmt(r['task_score'], '.3f')} |"
             )
     return "\n".join(lines)
+
+
+def _ratio(row: dict[str, Any], base: dict[str, Any] | None, value: float) -> str:
+    """A tokens/s ratio, with its 95 % bootstrap interval over prompt groups where the block has enough."""
+    ci = speed_ratio_interval(row, base, n_boot=300) if base is not None and base is not row else None
+    return _fmt(value, ".2f") + (f" [{ci['low']:.2f}, {ci['high']:.2f}]" if ci else "")
 
 
 def _has(rows: list[dict[str, Any]], y: str) -> bool:
@@ -145,6 +152,8 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
     lines = [
         "# Wall-clock matrix", "",
         f"## Headline (K = {K})", "", headline(blocks, K), "",
+        "Brackets: 95 % bootstrap interval over prompt groups, paired (one prompt per group at batch 1; none "
+        "where a block has fewer than 8 groups).", "",
         "## Pareto curves: SelfJudge against every other method", "",
         "Gap = SelfJudge's upper envelope minus the other method's, over the mean accepted lengths m both reach "
         "(each curve includes the standard point); positive = SelfJudge keeps more at the same m.", "",

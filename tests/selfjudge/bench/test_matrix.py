@@ -73,6 +73,9 @@ def test_matrix_configs_and_block_rows(tiny):
         assert r["tokens"] == sum(r["per_prompt"]["tokens"]) and 0 < r["tokens"] <= 6 * len(prompts)
         assert len(r["per_prompt"]["fidelity"]) == len(prompts)
         pp = r["per_prompt"]
+        pg = r["per_group"]  # prompt groups of 3 (the batch): their timings add up to the row's
+        assert len(pg["wall_s"]) == math.ceil(len(prompts) / 3) and math.isclose(sum(pg["wall_s"]), r["wall_s"])
+        assert sum(pg["tokens"]) == r["tokens"]
         if r["K"]:  # the per-prompt cycles and accepted drafts give back the block's m (the bootstrap's input)
             assert len(pp["cycles"]) == len(prompts) and sum(pp["cycles"]) > 0
             m = (sum(pp["accepted"]) + sum(pp["cycles"])) / sum(pp["cycles"])

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from selfjudge.bench.pareto import gap_interval, hull_frontier, pareto_gap, resampled_rows, step_frontier
+from selfjudge.bench.pareto import (gap_interval, hull_frontier, pareto_gap, resampled_rows, speed_ratio_interval,
+                                    step_frontier)
 
 
 def test_hull_frontier_is_the_time_sharing_curve():
@@ -77,3 +78,31 @@ def test_interval_excludes_zero_for_a_real_difference_and_covers_it_for_none():
 def test_interval_needs_per_prompt_figures():
     rows = [_row("standard", 3, 1.5, 1.0), _row("a", 3, 1.8, 0.9), _row("b", 3, 1.8, 0.8)]
     assert gap_interval(rows, "a", "b", K=3) is None
+
+
+def _timed(walls: list[float], tokens: list[int]) -> dict:
+    return {"per_group": {"wall_s": walls, "tokens": tokens}}
+
+
+def test_speed_ratio_interval_is_the_pooled_ratio_and_brackets_the_truth():
+    rng = random.Random(0)
+    tokens = [rng.randrange(50, 100) for _ in range(24)]
+    base_wall = [t / 20.0 * rng.uniform(0.7, 1.3) for t in tokens]
+    fast_wall = [w / 1.3 * rng.uniform(0.9, 1.1) for w in base_wall]  # 1.3x faster, noisy per prompt
+    fast, base = _timed(fast_wall, tokens), _timed(base_wall, tokens)
+    ci = speed_ratio_interval(fast, base, n_boot=400)
+    plain = (sum(tokens) / sum(fast_wall)) / (sum(tokens) / sum(base_wall))  # the independent formula
+    assert math.isclose(ci["ratio"], plain) and ci["groups"] == 24
+    assert 1.0 < ci["low"] <= ci["ratio"] <= ci["high"] and ci["low"] < 1.3 < ci["high"]
+    # negative control: with no speed difference the 95 % interval covers 1 in about 95 % of data sets
+    covered = 0
+    for _ in range(40):
+        same = speed_ratio_interval(_timed([w * rng.uniform(0.9, 1.1) for w in base_wall], tokens), base, n_boot=200)
+        covered += same["low"] <= 1.0 <= same["high"]
+    assert covered >= 32
+
+
+def test_speed_ratio_interval_needs_enough_groups():
+    few = _timed([1.0] * 3, [96] * 3)  # batch 8 over 24 prompts: 3 groups
+    assert speed_ratio_interval(few, few) is None
+    assert speed_ratio_interval({}, _timed([1.0] * 8, [9] * 8)) is None
