@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.bench.block_schema import check_block
+from selfjudge.bench.budget_report import budget_table
 from selfjudge.bench.pareto import gap_interval, pareto_gap, speed_ratio_interval  # noqa: F401 (pareto_gap: the scripts' import)
 from selfjudge.json_io import read_json
 from selfjudge.writes import own_files, save_figure, write_json, write_text
@@ -161,6 +162,13 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
         "## Accepted length at semantic fidelity >= 0.97", "",
         target_table(blocks), "",
     ]
+    at_budget = budget_table(blocks, 0.97)
+    if at_budget:
+        lines += ["## Every method at the quality budget 0.97, chosen on validation prompts", "",
+                  "Each method's setting is the loosest that kept semantic fidelity >= 0.97 on the validation "
+                  "curves stored in the SelfJudge verifier (`selfjudge calibrate`); the figures are this block's "
+                  "evaluation prompts. Semantic: 95 % bootstrap over prompts; speed: over prompt groups.", "",
+                  at_budget, ""]
     for b in blocks:
         rows = b["rows"]
         if not rows:
