@@ -21,6 +21,15 @@ OPTIONAL_ROW_KEYS = {"semantic_fidelity": _NUM, "rouge_l_vs_target": _NUM, "thre
 OPTIONAL_BLOCK_KEYS = {"max_new_tokens": int, "environment": dict, "split": str, "prompt_ids": list}
 
 
+def file_digest(path: str | Path) -> str | None:
+    """The first 16 hex digits of a file's sha256 (a verifier retrained under the same name is
+    another verifier); None when the file is not there (a block written in another checkout)."""
+    import hashlib
+
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
 def _kind_ok(value: Any, kind) -> bool:
     if isinstance(value, bool):
         return kind is bool

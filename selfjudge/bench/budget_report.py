@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from selfjudge.bench.block_schema import file_digest
 from selfjudge.bench.pareto import percentile_interval, speed_ratio_interval
 
 
@@ -28,11 +29,13 @@ def semantic_interval(row: dict[str, Any], n_boot: int = 1000, seed: int = 0) ->
 
 
 def _curves(block: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The validation curves stored in the block's SelfJudge verifier ({} when it has none or is gone)."""
+    """The validation curves stored in the block's SelfJudge verifier ({} when it has none, is gone, or
+    is no longer the file the block measured)."""
     from selfjudge.judge import load_verifier
 
     path = (block.get("verifiers") or {}).get("SelfJudge")
-    if not path or not os.path.isfile(path):
+    recorded = (block.get("verifier_sha256") or {}).get("SelfJudge")
+    if not path or not os.path.isfile(path) or (recorded is not None and file_digest(path) != recorded):
         return {}
     return (load_verifier(path).metadata.get("validation") or {}).get("curves") or {}
 

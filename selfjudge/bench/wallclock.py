@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selfjudge.bench.block_schema import file_digest  # noqa: F401 (also the scripts' import)
 from selfjudge.bench.report import BLOCKS, write_report
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
@@ -161,15 +162,6 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
             "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
             "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec),
             "timing_rounds": spec.timing_rounds}
-
-
-def file_digest(path: str | Path) -> str | None:
-    """The first 16 hex digits of a file's sha256 (a verifier retrained under the same name is
-    another verifier); None when the file is not there (a block written in another checkout)."""
-    import hashlib
-
-    path = Path(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
 def _lookup_settings(spec: MatrixSpec) -> dict | None:

@@ -3,6 +3,7 @@ evaluation block, with intervals."""
 
 import torch
 
+from selfjudge.bench.block_schema import file_digest
 from selfjudge.bench.budget_report import budget_choices, budget_table, semantic_interval
 from selfjudge.judge.verifier import Verifier, save_verifier
 
@@ -39,6 +40,8 @@ def test_each_method_is_read_at_its_validation_setting(tmp_path):
     assert "| 1.25 [1.25, 1.25] | 7 |" in table  # every group 1.25x faster: a point interval
     assert "| FLy | none within the budget |" in table and "relaxed top-N(10,0.8)" not in table
     assert budget_table([{**block, "verifiers": {}}], 0.97) == ""  # no curves: no table
+    assert budget_table([{**block, "verifier_sha256": {"SelfJudge": "0" * 16}}], 0.97) == ""  # another verifier now
+    assert budget_table([{**block, "verifier_sha256": {"SelfJudge": file_digest(path)}}], 0.97) == table
 
 
 def test_semantic_interval_brackets_the_mean_and_needs_prompts():
