@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -158,20 +159,7 @@ def label(
     """
     from tqdm.auto import tqdm
 
-    if score not in ("likelihood", "confidence"):
-        raise ValueError(f"score must be 'likelihood' or 'confidence', got {score!r}")
-    if (tau is None) == (tau_quantile is None):
-        raise ValueError("give exactly one of tau and tau_quantile")
-    if tau is not None and not math.isfinite(tau):
-        raise ValueError(f"tau must be a finite number, got {tau}")
-    if tau_quantile is not None and not 0.0 <= tau_quantile <= 1.0:
-        raise ValueError(f"tau_quantile must lie in [0, 1], got {tau_quantile}")
-    if not isinstance(window, int) or window < 0:
-        raise ValueError(f"window must be an int >= 0, got {window!r}")
-    if batch_size < 1:
-        raise ValueError("batch_size must be >= 1")
-    if not isinstance(skip, int) or skip < 0:
-        raise ValueError(f"skip must be an int >= 0, got {skip!r}")
+    _check_label_arguments(score, tau, tau_quantile, window, batch_size, skip)
     t_start = time.perf_counter()
     if isinstance(task, str):
         from selfjudge.tasks import load_task
@@ -187,14 +175,59 @@ def label(
         drf.eval()
     if max_new_tokens is None:
         max_new_tokens = int(getattr(task, "max_new_tokens", 256))
-    if draft_id is None:
-        draft_id = _draft_id(target, draft, drf)
-    manifest = {
+    manifest = _label_manifest(target, draft_id if draft_id is not None else _draft_id(target, draft, drf), task.name,
+                               split, skip, window, tau, tau_quantile, score, tgt, max_new_tokens, command)
+    compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
+    writer = ShardWriter(out, manifest, compare_keys=compare, defaults={"score": "likelihood", "format_version": 1,
+                                                                          "skip": 0})
+    swap = _SwapSettings(window, tau, score, max_tokens_per_forward, backend)
+    try:
+        examples = task.examples(split, limit=None if limit is None else skip + limit)[skip:]
+        rebuild_features(out, tgt, _prompt_builder(task, tok, split, examples), max_tokens=max_tokens_per_forward,
+                         backend=backend, progress=progress)
+        done = writer.done_prompt_ids
+        todo = [ex for ex in examples if ex.prompt_id not in done]
+        bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
+        for b0 in range(0, len(todo), batch_size):
+            batch = todo[b0 : b0 + batch_size]
+            rows, features, stats, extra, texts = _label_batch(tgt, drf, tok, task, batch, max_new_tokens, swap)
+            writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra, texts=texts)
+            _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
+            bar.update(len(batch))
+        bar.close()
+        if tau_quantile is not None:
+            _apply_tau_quantile(out, writer, tau_quantile)
+        return _summarise(Path(out), writer, time.perf_counter() - t_start)
+    finally:
+        writer.close()  # the folder's lock
+
+
+def _check_label_arguments(score, tau, tau_quantile, window, batch_size, skip) -> None:
+    if score not in ("likelihood", "confidence"):
+        raise ValueError(f"score must be 'likelihood' or 'confidence', got {score!r}")
+    if (tau is None) == (tau_quantile is None):
+        raise ValueError("give exactly one of tau and tau_quantile")
+    if tau is not None and not math.isfinite(tau):
+        raise ValueError(f"tau must be a finite number, got {tau}")
+    if tau_quantile is not None and not 0.0 <= tau_quantile <= 1.0:
+        raise ValueError(f"tau_quantile must lie in [0, 1], got {tau_quantile}")
+    if not isinstance(window, int) or window < 0:
+        raise ValueError(f"window must be an int >= 0, got {window!r}")
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    if not isinstance(skip, int) or skip < 0:
+        raise ValueError(f"skip must be an int >= 0, got {skip!r}")
+
+
+def _label_manifest(target, draft_id, task_name, split, skip, window, tau, tau_quantile, score, tgt, max_new_tokens,
+                    command) -> dict:
+    """What a label folder records of how its labels were made (compared when a run resumes)."""
+    return {
         "method": "selfjudge",
         "target": target,
         "target_fingerprint": target_fingerprint(target),  # a local folder's, so a moved folder still matches
         "draft": draft_id,
-        "task": task.name,
+        "task": task_name,
         "split": split,
         "skip": skip,
         "window": window,
@@ -213,87 +246,85 @@ def label(
         "format_version": 2,
         "command": command,  # the command line that made the labels (copied into verifiers' metadata)
     }
-    compare = _COMPARE + (("tau",) if tau is not None else ("tau_quantile",))
-    writer = ShardWriter(out, manifest, compare_keys=compare, defaults={"score": "likelihood", "format_version": 1,
-                                                                          "skip": 0})
-    try:
-        examples = task.examples(split, limit=None if limit is None else skip + limit)[skip:]
-        rebuild_features(out, tgt, _prompt_builder(task, tok, split, examples), max_tokens=max_tokens_per_forward,
-                         backend=backend, progress=progress)
-        done = writer.done_prompt_ids
-        todo = [ex for ex in examples if ex.prompt_id not in done]
-        bar = tqdm(total=len(examples), initial=len(examples) - len(todo), desc="label", unit="prompt", disable=not progress)
-        for b0 in range(0, len(todo), batch_size):
-            batch = todo[b0 : b0 + batch_size]
-            prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
-            t0 = time.perf_counter()
-            responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
-            t1 = time.perf_counter()
-            rows, feats, t_draft, t_score, n_tok, n_prop, n_match = [], [], 0.0, 0.0, 0, 0, 0
-            extra = {k: [] for k in EXTRA_TENSORS}
-            for ex, p, r in zip(batch, prompts, responses):
-                if not r:
-                    continue
-                x = torch.tensor(p, dtype=torch.long)
-                y = torch.tensor(r, dtype=torch.long)
-                n_tok += len(r)
-                ta = time.perf_counter()
-                z_list = draft_top1(drf, p, r)  # None where a drafter proposes nothing
-                n_prop += sum(t is not None for t in z_list)
-                n_match += sum(t == y_t for t, y_t in zip(z_list, r))
-                z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)
-                mism = torch.tensor(mismatches(z_list, r), dtype=torch.long)
-                tb = time.perf_counter()
-                res = score_swaps(tgt, x, y, mism, z[mism], window, max_tokens=max_tokens_per_forward, backend=backend)
-                tc = time.perf_counter()
-                t_draft += tb - ta
-                t_score += tc - tb
-                for j, i in enumerate(mism.tolist()):
-                    s_likelihood, s_confidence = float(res.scores[j]), float(res.confidence_scores[j])
-                    s = s_likelihood if score == "likelihood" else s_confidence
-                    rows.append(
-                        {
-                            "prompt_id": ex.prompt_id,
-                            "position": i,
-                            "target_token_id": int(y[i]),
-                            "draft_token_id": int(z[i]),
-                            "target_token": _decode(tok, int(y[i])),
-                            "draft_token": _decode(tok, int(z[i])),
-                            "score": s,
-                            "score_likelihood": s_likelihood,
-                            "score_confidence": s_confidence,
-                            "prefix_score": float(res.prefix_terms[j]),
-                            "label": int(s > tau) if tau is not None else None,
-                            "response_len": len(r),
-                        }
-                    )
-                feats.append(res.features.cpu())
-                for k in EXTRA_TENSORS:
-                    extra[k].append(getattr(res, k).cpu())
-            H = int(tgt.config.hidden_size)
-            features = torch.cat(feats) if feats else torch.zeros(0, H)
-            widths = {"phi": NUM_FEATURES, "orig_features": H, "orig_phi": NUM_FEATURES}
-            extra = {k: torch.cat(v) if v else torch.zeros(0, widths[k]) for k, v in extra.items()}
-            stats = {
-                "generate_seconds": t1 - t0,
-                "draft_seconds": t_draft,
-                "score_seconds": t_score,
-                "response_tokens": n_tok,
-                "proposals": n_prop,  # positions where the drafter proposed (teacher-forced first drafts)
-                "matches": n_match,  # ... and proposed the target's own token
-            }
-            texts = {ex.prompt_id: {"prompt_len": len(p), "response_ids": list(r)}
-                     for ex, p, r in zip(batch, prompts, responses) if r}
-            writer.write([ex.prompt_id for ex in batch], rows, features, stats, extra=extra, texts=texts)
-            _summarise(Path(out), writer, time.perf_counter() - t_start)  # kept current for long runs
-            bar.update(len(batch))
-        bar.close()
-        if tau_quantile is not None:
-            scores = torch.tensor([r["score"] for r in read_rows(out)], dtype=torch.float64)
-            tau_q = tau_from_quantile(scores, tau_quantile)
-            if not math.isnan(tau_q):
-                relabel(out, tau_q)
-            writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
-        return _summarise(Path(out), writer, time.perf_counter() - t_start)
-    finally:
-        writer.close()  # the folder's lock
+
+
+@dataclass(frozen=True)
+class _SwapSettings:
+    """How every mismatch is scored and labelled (see :func:`label`)."""
+
+    window: int
+    tau: float | None
+    score: str
+    max_tokens: int
+    backend: str
+
+
+def _label_batch(tgt, drf, tok, task, batch: list, max_new_tokens: int, swap: _SwapSettings):
+    """One batch of prompts: the target's greedy responses, then every prompt's mismatches scored.
+    Returns ``(rows, features [n, H], stats, extra tensors, texts)`` for :meth:`ShardWriter.write`."""
+    prompts = [tok(task.build_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in batch]
+    t0 = time.perf_counter()
+    responses = greedy_responses(tgt, tok, prompts, max_new_tokens)
+    stats = {"generate_seconds": time.perf_counter() - t0, "draft_seconds": 0.0, "score_seconds": 0.0,
+             "response_tokens": 0,
+             "proposals": 0,  # positions where the drafter proposed (teacher-forced first drafts)
+             "matches": 0}  # ... and proposed the target's own token
+    rows, feats, extra = [], [], {k: [] for k in EXTRA_TENSORS}
+    for ex, p, r in zip(batch, prompts, responses):
+        if r:
+            _label_response(tgt, drf, tok, ex.prompt_id, p, r, swap, rows, feats, extra, stats)
+    H = int(tgt.config.hidden_size)
+    features = torch.cat(feats) if feats else torch.zeros(0, H)
+    widths = {"phi": NUM_FEATURES, "orig_features": H, "orig_phi": NUM_FEATURES}
+    extra = {k: torch.cat(v) if v else torch.zeros(0, widths[k]) for k, v in extra.items()}
+    texts = {ex.prompt_id: {"prompt_len": len(p), "response_ids": list(r)}
+             for ex, p, r in zip(batch, prompts, responses) if r}
+    return rows, features, stats, extra, texts
+
+
+def _label_response(tgt, drf, tok, prompt_id, prompt: list[int], response: list[int], swap: _SwapSettings,
+                    rows: list, feats: list, extra: dict, stats: dict) -> None:
+    """One response: the drafter's teacher-forced first proposals, each mismatch swapped in and scored;
+    appends its rows, features and extra tensors, and adds its counts and times to ``stats``."""
+    x = torch.tensor(prompt, dtype=torch.long)  # [P]
+    y = torch.tensor(response, dtype=torch.long)  # [T]
+    ta = time.perf_counter()
+    z_list = draft_top1(drf, prompt, response)  # None where a drafter proposes nothing
+    z = torch.tensor([-1 if t is None else t for t in z_list], dtype=torch.long)  # [T]
+    mism = torch.tensor(mismatches(z_list, response), dtype=torch.long)  # [M]
+    tb = time.perf_counter()
+    res = score_swaps(tgt, x, y, mism, z[mism], swap.window, max_tokens=swap.max_tokens, backend=swap.backend)
+    stats["draft_seconds"] += tb - ta
+    stats["score_seconds"] += time.perf_counter() - tb
+    stats["response_tokens"] += len(response)
+    stats["proposals"] += sum(t is not None for t in z_list)
+    stats["matches"] += sum(t == y_t for t, y_t in zip(z_list, response))
+    for j, i in enumerate(mism.tolist()):
+        s_likelihood, s_confidence = float(res.scores[j]), float(res.confidence_scores[j])
+        s = s_likelihood if swap.score == "likelihood" else s_confidence
+        rows.append({
+            "prompt_id": prompt_id,
+            "position": i,
+            "target_token_id": int(y[i]),
+            "draft_token_id": int(z[i]),
+            "target_token": _decode(tok, int(y[i])),
+            "draft_token": _decode(tok, int(z[i])),
+            "score": s,
+            "score_likelihood": s_likelihood,
+            "score_confidence": s_confidence,
+            "prefix_score": float(res.prefix_terms[j]),
+            "label": int(s > swap.tau) if swap.tau is not None else None,
+            "response_len": len(response),
+        })
+    feats.append(res.features.cpu())
+    for k in EXTRA_TENSORS:
+        extra[k].append(getattr(res, k).cpu())
+
+
+def _apply_tau_quantile(out, writer: ShardWriter, tau_quantile: float) -> None:
+    """Labels by a quantile of every score in the folder (known only once all are scored)."""
+    scores = torch.tensor([r["score"] for r in read_rows(out)], dtype=torch.float64)
+    tau_q = tau_from_quantile(scores, tau_quantile)
+    if not math.isnan(tau_q):
+        relabel(out, tau_q)
+    writer.update_manifest(tau=None if math.isnan(tau_q) else tau_q)
