@@ -227,89 +227,38 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from .draft import build_draft_from_target, restrict_head
+    from selfjudge.devices import resolve_device
+    from selfjudge.folders import lock_folder
 
     if threads:
         torch.set_num_threads(threads)
-    from selfjudge.folders import lock_folder
-
     out = Path(out_dir)
     lock = lock_folder(out)  # one job per checkpoint folder, held until this call returns
     torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(target_dir)
-    from selfjudge.devices import resolve_device
-
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32).eval().to(resolve_device(device))
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    data_desc = {"gsm8k_rows": f"{GSM8K_TRAIN_START}..end", "sharegpt_index": f"{SHAREGPT_TRAIN_START}..{SHAREGPT_TRAIN_START + n_sharegpt}",
-                 "heldout": f"gsm8k rows {EVAL_GSM8K_ROWS.start}..{EVAL_GSM8K_ROWS.stop - 1}, sharegpt index {EVAL_SHAREGPT_ROWS.start}..{EVAL_SHAREGPT_ROWS.stop - 1}",
-                 "max_len": max_len, "format": "chat template, user prompt + assistant response; loss on response tokens"}
-    if sequences is None:
-        sequences = build_sequences(tok, "train", max_len, seed, n_sharegpt)
-        data_desc["source"] = "builtin"
-    else:
-        data_desc = {"source": "given", "n": len(sequences)}
-    if heldout is None:
-        heldout = build_sequences(tok, "heldout", max_len, seed, 0)
-    else:
-        data_desc["heldout"] = f"given: {len(heldout)} sequences"
-    data_desc.update(data or {})
-
-    state_path = out / "state.json"
-    if state_path.exists():
-        state = json.loads(state_path.read_text())
-        if state["data"] != data_desc:
-            raise ValueError(f"out: {out} holds a distillation on other data ({state['data']}, not {data_desc}); "
-                             "use another --out or delete it")
-        vocab_ids = torch.tensor(state["head_vocab_ids"], dtype=torch.int64)
-    else:
-        vocab_ids = choose_head_vocab(tok, sequences, head_vocab) if vocab_ids is None else torch.sort(vocab_ids.long()).values
-        state = {"step": 0, "next_seq": 0, "seed": seed, "layers": list(layers), "head_vocab": int(vocab_ids.numel()),
-                 "topk": topk, "lr": lr, "warmup": warmup, "teacher_bs": teacher_bs, "train_bs": train_bs,
-                 "steps_per_teacher": steps_per_teacher, "data": data_desc, "n_train_sequences": len(sequences),
-                 "head_vocab_ids": vocab_ids.tolist(), "history": [], "target": str(target_dir)}
-    full_to_sub = torch.full((target.config.vocab_size,), -1, dtype=torch.int64)
+    sequences, heldout, data_desc = _distill_data(tok, max_len, seed, n_sharegpt, sequences, heldout, data)
+    state, vocab_ids = _distill_state(out, data_desc, sequences, tok, head_vocab, vocab_ids, dict(
+        step=0, next_seq=0, seed=seed, layers=list(layers), topk=topk, lr=lr, warmup=warmup, teacher_bs=teacher_bs,
+        train_bs=train_bs, steps_per_teacher=steps_per_teacher, history=[], target=str(target_dir)))
+    full_to_sub = torch.full((target.config.vocab_size,), -1, dtype=torch.int64)  # [V] -> sub-vocabulary index
     full_to_sub[vocab_ids] = torch.arange(vocab_ids.numel())
-
-    draft = build_draft_from_target(target, state["layers"])
-    restrict_head(draft, vocab_ids)
-    for p in draft.parameters():
-        p.requires_grad_(False)
-    params = []
-    for name, p in draft.named_parameters():
-        if name.startswith("model.layers.") or name == "model.norm.weight":
-            p.requires_grad_(True)
-            params.append(p)
+    draft, params = _trainable_draft(target, state["layers"], vocab_ids)
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.98))
-    records: list[dict] = []
-    if state["step"] > 0:
-        draft.load_state_dict(read_checkpoint(out, state, "draft", legacy="draft.safetensors"), strict=False)
-        osd = read_checkpoint(out, state, "optim", legacy="optim.safetensors")
-        for i, p in enumerate(params):
-            st = {k.split(".", 1)[1]: v.to(p.device) for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
-            if st:
-                opt.state[p] = st
-        records = _load_teacher_records(out, state["n_records"])
+    records = _resume(out, state, draft, opt, params)
     n_saved = len(records)
-
-    heldout_path = out / "heldout-teacher.safetensors"
-    if heldout_path.exists():
-        held = load_records(heldout_path)
-    else:
-        held = []
-        for i in range(0, len(heldout), teacher_bs):
-            held += split_records(teacher_topk(target, heldout[i:i + teacher_bs], pad_id, topk))
-        save_records(heldout_path, held)
+    held = _heldout_records(out / "heldout-teacher.safetensors", target, heldout, pad_id, teacher_bs, topk)
     if not state["history"]:
         draft.eval()
         state["history"].append({"step": 0, **evaluate(draft, held, pad_id, full_to_sub)})
         if verbose:
             _log.info(f"[distill] init held-out {state['history'][-1]}")
 
-    t_start = time.time()
-    t_ckpt = time.time()
+    hp = {"seed": seed, "lr": lr, "warmup": warmup, "teacher_bs": teacher_bs, "train_bs": train_bs}  # this call's
+    t_start = t_ckpt = time.time()
     bar = tqdm(total=max_steps, initial=state["step"], desc="distill", disable=not verbose, mininterval=10)
-    run_agree = []
+    run_agree: list[float] = []
     while state["step"] < max_steps and (time.time() - t_start) < max_minutes * 60:
         if state["next_seq"] < len(sequences):
             batch_seqs = sequences[state["next_seq"]: state["next_seq"] + teacher_bs]
@@ -317,23 +266,9 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
             state["next_seq"] += len(batch_seqs)
         draft.train()
         for _ in range(steps_per_teacher):
-            g = torch.Generator().manual_seed(seed * 1_000_003 + state["step"])
-            newest = list(range(max(0, len(records) - teacher_bs), len(records)))
-            pick = torch.randint(len(records), (max(train_bs - len(newest), 0),), generator=g).tolist()
-            batch = collate([records[i] for i in newest + pick], pad_id)
-            lr_now = lr * min(1.0, (state["step"] + 1) / max(warmup, 1))
-            for gr in opt.param_groups:
-                gr["lr"] = lr_now
-            loss, agree = distill_loss(draft_sub_logits(draft, batch), batch, full_to_sub)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            state["step"] += 1
-            run_agree.append(float(agree.float().mean()))
-            run_agree = run_agree[-50:]
+            loss = _train_step(draft, opt, params, records, state, hp, full_to_sub, pad_id, run_agree)
             bar.update(1)
-            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{sum(run_agree) / len(run_agree):.3f}", cached=len(records))
+            bar.set_postfix(loss=f"{loss:.3f}", agree=f"{sum(run_agree) / len(run_agree):.3f}", cached=len(records))
             if state["step"] % eval_every == 0:
                 draft.eval()
                 state["history"].append({"step": state["step"], "train_agree_50": sum(run_agree) / len(run_agree),
@@ -355,6 +290,106 @@ def distill(target_dir, out_dir, *, layers=(0, 29), head_vocab: int = 8192, seed
         _log.info(f"[distill] stopped at step {state['step']}: held-out {state['history'][-1]}")
     lock.release()
     return state
+
+
+def _distill_data(tok, max_len: int, seed: int, n_sharegpt: int, sequences, heldout, data: dict | None):
+    """``(train sequences, held-out sequences, what they are)``: the built-in data unless given."""
+    data_desc = {"gsm8k_rows": f"{GSM8K_TRAIN_START}..end",
+                 "sharegpt_index": f"{SHAREGPT_TRAIN_START}..{SHAREGPT_TRAIN_START + n_sharegpt}",
+                 "heldout": f"gsm8k rows {EVAL_GSM8K_ROWS.start}..{EVAL_GSM8K_ROWS.stop - 1}, sharegpt index "
+                            f"{EVAL_SHAREGPT_ROWS.start}..{EVAL_SHAREGPT_ROWS.stop - 1}",
+                 "max_len": max_len, "format": "chat template, user prompt + assistant response; loss on response tokens"}
+    if sequences is None:
+        sequences = build_sequences(tok, "train", max_len, seed, n_sharegpt)
+        data_desc["source"] = "builtin"
+    else:
+        data_desc = {"source": "given", "n": len(sequences)}
+    if heldout is None:
+        heldout = build_sequences(tok, "heldout", max_len, seed, 0)
+    else:
+        data_desc["heldout"] = f"given: {len(heldout)} sequences"
+    data_desc.update(data or {})
+    return sequences, heldout, data_desc
+
+
+def _distill_state(out: Path, data_desc: dict, sequences, tok, head_vocab: int, vocab_ids, settings: dict):
+    """``(state, head vocabulary ids [Vs])``: the folder's state (refused when it was made on other
+    data), else a new one with ``settings`` and the given or most frequent sub-vocabulary."""
+    state_path = out / "state.json"
+    if state_path.exists():
+        state = json.loads(state_path.read_text())
+        if state["data"] != data_desc:
+            raise ValueError(f"out: {out} holds a distillation on other data ({state['data']}, not {data_desc}); "
+                             "use another --out or delete it")
+        return state, torch.tensor(state["head_vocab_ids"], dtype=torch.int64)
+    vocab_ids = choose_head_vocab(tok, sequences, head_vocab) if vocab_ids is None else torch.sort(vocab_ids.long()).values
+    state = {**settings, "head_vocab": int(vocab_ids.numel()), "data": data_desc,
+             "n_train_sequences": len(sequences), "head_vocab_ids": vocab_ids.tolist()}
+    return state, vocab_ids
+
+
+def _trainable_draft(target, layers: list[int], vocab_ids: torch.Tensor):
+    """The draft (the target's ``layers``, head restricted to ``vocab_ids``) and its trained
+    parameters: the decoder layers and the final norm."""
+    from .draft import build_draft_from_target, restrict_head
+
+    draft = build_draft_from_target(target, layers)
+    restrict_head(draft, vocab_ids)
+    for p in draft.parameters():
+        p.requires_grad_(False)
+    params = []
+    for name, p in draft.named_parameters():
+        if name.startswith("model.layers.") or name == "model.norm.weight":
+            p.requires_grad_(True)
+            params.append(p)
+    return draft, params
+
+
+def _resume(out: Path, state: dict, draft, opt, params) -> list[dict]:
+    """Load a checkpoint's draft tensors and optimiser moments; returns its teacher records."""
+    if state["step"] == 0:
+        return []
+    draft.load_state_dict(read_checkpoint(out, state, "draft", legacy="draft.safetensors"), strict=False)
+    osd = read_checkpoint(out, state, "optim", legacy="optim.safetensors")
+    for i, p in enumerate(params):
+        st = {k.split(".", 1)[1]: v.to(p.device) for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
+        if st:
+            opt.state[p] = st
+    return _load_teacher_records(out, state["n_records"])
+
+
+def _heldout_records(path: Path, target, heldout, pad_id: int, teacher_bs: int, topk: int) -> list[dict]:
+    """The teacher's top-k on the held-out sequences, computed once and kept in ``path``."""
+    if path.exists():
+        return load_records(path)
+    held: list[dict] = []
+    for i in range(0, len(heldout), teacher_bs):
+        held += split_records(teacher_topk(target, heldout[i:i + teacher_bs], pad_id, topk))
+    save_records(path, held)
+    return held
+
+
+def _train_step(draft, opt, params, records: list[dict], state: dict, hp: dict, full_to_sub, pad_id: int,
+                run_agree: list[float]) -> float:
+    """One optimiser step on the newest teacher records plus a seeded sample of older ones (``hp``:
+    seed, lr, warmup, teacher_bs, train_bs); advances ``state["step"]``, keeps the last 50 top-1
+    agreements in ``run_agree``; returns the loss."""
+    teacher_bs, train_bs = hp["teacher_bs"], hp["train_bs"]
+    g = torch.Generator().manual_seed(hp["seed"] * 1_000_003 + state["step"])
+    newest = list(range(max(0, len(records) - teacher_bs), len(records)))
+    pick = torch.randint(len(records), (max(train_bs - len(newest), 0),), generator=g).tolist()
+    batch = collate([records[i] for i in newest + pick], pad_id)
+    for gr in opt.param_groups:
+        gr["lr"] = hp["lr"] * min(1.0, (state["step"] + 1) / max(hp["warmup"], 1))
+    loss, agree = distill_loss(draft_sub_logits(draft, batch), batch, full_to_sub)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    state["step"] += 1
+    run_agree.append(float(agree.float().mean()))
+    del run_agree[:-50]
+    return float(loss.detach())
 
 
 def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None = None) -> Path:
