@@ -225,49 +225,10 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
         "token_weight": token_weight, "noise": noise, "data": data or {}, "n_train": len(train),
         "n_heldout": len(heldout), "vocab_ids": None if vocab_ids is None else vocab_ids.tolist(), "history": []}
     target.eval()
-    lm_head = target.get_output_embeddings().weight.detach()
-    head = new_head(target)
-    saved_head = read_checkpoint(out, state, "head", legacy="head.safetensors")
-    if saved_head is not None:
-        head.load_state_dict(saved_head, strict=False)
-    elif init_from is not None:  # warm start from an exported head folder (published layout)
-        from .eagle import load_eagle_head
-
-        warm = load_eagle_head(init_from, target)
-        head.fc.load_state_dict(warm.fc.state_dict())
-        head.body.layers[0].load_state_dict(warm.body.layers[0].state_dict())
-        state.setdefault("init_from", str(init_from))
-    params = [p for n, p in head.named_parameters() if not n.startswith("body.embed_tokens")]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
-    moments = read_checkpoint(out, state, "optim", legacy="optim.pt.safetensors")
-    if moments is not None:
-        for i, p in enumerate(params):
-            st = {k.split(".", 1)[1]: v.to(p.device) for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
-            if st:
-                opt.state[p] = st
-
-    # features: cached in shards, the target runs once per sequence
-    held_path = out / "heldout-features.safetensors"
-    if held_path.exists():
-        held = load_records(held_path)
-    else:
-        held = [r for i in range(0, len(heldout), feature_batch)
-                for r in target_features(target, heldout[i:i + feature_batch], pad_id)]
-        save_records(held_path, held)
-    shards = own_files(out, "features-*.safetensors")
-    records = [r for p in shards for r in load_records(p)][: state["n_cached"]] if state["n_cached"] else []
-    state["n_cached"] = len(records)  # shards deleted (or never copied with the run): recompute those features
-    bar = tqdm(total=len(train), initial=state["n_cached"], desc="features", disable=not progress)
-    while state["n_cached"] < len(train):
-        chunk = train[state["n_cached"]: state["n_cached"] + 64]
-        new = [r for i in range(0, len(chunk), feature_batch)
-               for r in target_features(target, chunk[i:i + feature_batch], pad_id)]
-        save_records(out / f"features-{state['n_cached']:06d}.safetensors", new)
-        records += new
-        state["n_cached"] += len(chunk)
-        write_state(out, state)
-        bar.update(len(chunk))
-    bar.close()
+    lm_head = target.get_output_embeddings().weight.detach()  # [V, H]
+    head, params, opt = _head_and_optimiser(out, state, target, lr, init_from)
+    held = _heldout_features(out / "heldout-features.safetensors", target, heldout, pad_id, feature_batch)
+    records = _train_features(out, state, target, train, pad_id, feature_batch, progress)
 
     def checkpoint() -> None:
         write_checkpoint(out, {
@@ -276,8 +237,11 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
                       for i, p in enumerate(params) for k, v in opt.state.get(p, {}).items()},
         }, state)
 
+    def held_out() -> dict:
+        return {"step": state["step"], **evaluate(head, lm_head, held, pad_id, vocab_ids, token_weight=token_weight)}
+
     if not state["history"]:
-        state["history"].append({"step": 0, **evaluate(head, lm_head, held, pad_id, vocab_ids, token_weight=token_weight)})
+        state["history"].append(held_out())
         _log.info(f"[train-eagle] step 0 held-out {state['history'][-1]}")
     t_start = t_ckpt = time.time()
     bar = tqdm(total=steps, initial=state["step"], desc="train-eagle", disable=not progress)
@@ -299,16 +263,73 @@ def train_eagle(target, train: list[tuple[list[int], int]], heldout: list[tuple[
         bar.update(1)
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}", agree=f"{float(agree.float().mean()):.3f}")
         if state["step"] % eval_every == 0:
-            state["history"].append({"step": state["step"], **evaluate(head, lm_head, held, pad_id, vocab_ids, token_weight=token_weight)})
+            state["history"].append(held_out())
             _log.info(f"[train-eagle] step {state['step']} held-out {state['history'][-1]}")
         if time.time() - t_ckpt > ckpt_minutes * 60:
             checkpoint()
             t_ckpt = time.time()
     bar.close()
     if state["history"][-1]["step"] != state["step"]:
-        state["history"].append({"step": state["step"], **evaluate(head, lm_head, held, pad_id, vocab_ids, token_weight=token_weight)})
+        state["history"].append(held_out())
     checkpoint()
     return state
+
+
+def _head_and_optimiser(out: Path, state: dict, target, lr: float, init_from):
+    """``(head, trained parameters, AdamW)``: from the folder's checkpoint, else warm-started from
+    ``init_from`` (an exported head folder), else new."""
+    head = new_head(target)
+    saved_head = read_checkpoint(out, state, "head", legacy="head.safetensors")
+    if saved_head is not None:
+        head.load_state_dict(saved_head, strict=False)
+    elif init_from is not None:  # warm start from an exported head folder (published layout)
+        from .eagle import load_eagle_head
+
+        warm = load_eagle_head(init_from, target)
+        head.fc.load_state_dict(warm.fc.state_dict())
+        head.body.layers[0].load_state_dict(warm.body.layers[0].state_dict())
+        state.setdefault("init_from", str(init_from))
+    params = [p for n, p in head.named_parameters() if not n.startswith("body.embed_tokens")]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
+    moments = read_checkpoint(out, state, "optim", legacy="optim.pt.safetensors")
+    if moments is not None:
+        for i, p in enumerate(params):
+            st = {k.split(".", 1)[1]: v.to(p.device) for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
+            if st:
+                opt.state[p] = st
+    return head, params, opt
+
+
+def _heldout_features(path: Path, target, heldout, pad_id: int, feature_batch: int) -> list[dict]:
+    """The target's features of the held-out sequences, computed once and kept in ``path``."""
+    if path.exists():
+        return load_records(path)
+    held = [r for i in range(0, len(heldout), feature_batch)
+            for r in target_features(target, heldout[i:i + feature_batch], pad_id)]
+    save_records(path, held)
+    return held
+
+
+def _train_features(out: Path, state: dict, target, train, pad_id: int, feature_batch: int, progress: bool):
+    """The training sequences' features: the shards already cached (the target runs once per
+    sequence), then the rest, 64 sequences per shard, the state written after each."""
+    from tqdm.auto import tqdm
+
+    shards = own_files(out, "features-*.safetensors")
+    records = [r for p in shards for r in load_records(p)][: state["n_cached"]] if state["n_cached"] else []
+    state["n_cached"] = len(records)  # shards deleted (or never copied with the run): recompute those features
+    bar = tqdm(total=len(train), initial=state["n_cached"], desc="features", disable=not progress)
+    while state["n_cached"] < len(train):
+        chunk = train[state["n_cached"]: state["n_cached"] + 64]
+        new = [r for i in range(0, len(chunk), feature_batch)
+               for r in target_features(target, chunk[i:i + feature_batch], pad_id)]
+        save_records(out / f"features-{state['n_cached']:06d}.safetensors", new)
+        records += new
+        state["n_cached"] += len(chunk)
+        write_state(out, state)
+        bar.update(len(chunk))
+    bar.close()
+    return records
 
 
 def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: torch.dtype | None = None) -> Path:
