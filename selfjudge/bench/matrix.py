@@ -63,6 +63,7 @@ def make_configs(
     rules: Sequence[str] = (),
     hf_prompt_lookup: bool = False,
     adaptive_ks: Sequence[int] = (),
+    rules_budget: float | None = None,
 ) -> list[Config]:
     """Target-only first, then per K: standard, top-k, each judge at its named thresholds
     (and at the sweep thresholds for K in ``sweep_ks``); with ``hf_baselines``, Hugging Face's
@@ -72,7 +73,11 @@ def make_configs(
     peer of the engine's prompt-lookup drafter. ``rules``: training-free lossy
     rules (:data:`RULE_SWEEPS`: "typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate", and the
     headroom measure "oracle"), each at its sweep of settings for K in ``sweep_ks``. ``adaptive_ks``:
-    for each, :func:`adaptive_configs` with at most that many drafts per row."""
+    for each, :func:`adaptive_configs` with at most that many drafts per row. ``rules_budget``: each
+    rule only at the setting its validation curve (stored in SelfJudge's verifier) picks within that
+    semantic-fidelity budget, none where no setting kept it: every method at one budget."""
+    if rules_budget is not None and not 0.0 < rules_budget <= 1.0:
+        raise ValueError(f"rules_budget must lie in (0, 1], got {rules_budget}")
     unknown = [r for r in rules if r not in RULE_SWEEPS]
     if unknown:
         raise ValueError(f"rules must be among {sorted(RULE_SWEEPS)}, got {unknown}")
@@ -102,6 +107,7 @@ def make_configs(
             family, policy, sweep = RULE_SWEEPS[rule]
             if policy in _ON_SELFJUDGE and "SelfJudge" not in judges:
                 continue
+            keep = _rule_setting_at_budget(judges, family, rules_budget) if rules_budget is not None else None
             for params in sweep:
                 if policy == "fly" and dict(params)["window"] >= K:
                     continue
@@ -113,6 +119,8 @@ def make_configs(
                     continue  # the built-in sweep uses the verifier's own named points
                 label = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for _, v in params)
                 threshold = dict(params).get("threshold") if policy in ("judge+fly", "judge+gate") else None
+                if rules_budget is not None and f"{family}({label})" != keep:
+                    continue
                 cfgs.append(Config(f"{family}({label})", family, policy, K, threshold=threshold, params=params))
     for K in adaptive_ks:
         cfgs += adaptive_configs(K, top_ks, judges, named_thresholds)
@@ -142,6 +150,20 @@ RULE_SWEEPS = {
 }
 #: rule policies built on SelfJudge's verifier (skipped without one; thresholds are its named points)
 _ON_SELFJUDGE = ("judge+fly", "judge+gate", "oracle")
+
+
+def _rule_setting_at_budget(judges: dict, family: str, budget: float) -> str | None:
+    """The configuration name of ``family``'s loosest setting that kept semantic fidelity >= ``budget``
+    on the validation curve stored in SelfJudge's verifier (None: no setting kept it)."""
+    from selfjudge.judge.budget import point_within_budget, validation_curve
+
+    verifier = judges.get("SelfJudge")
+    curves = ((getattr(verifier, "metadata", None) or {}).get("validation") or {}).get("curves") or {}
+    if family not in curves:
+        raise ValueError(f"rules_budget: SelfJudge's verifier holds no validation curve of {family!r} (have: "
+                         f"{sorted(curves) or 'none'}); store one with `selfjudge calibrate`")
+    point = point_within_budget(validation_curve(verifier.metadata, family), budget)
+    return None if point is None else point["name"]
 
 
 def rule_policy(c: Config, verifier=None, target=None, eos_ids=()):

@@ -70,6 +70,7 @@ class MatrixSpec:
     autojudge_verifier: str | None = None  # None: the shipped GSM8K one
     protect_digits: bool = False  # judges may not accept or replace digit tokens
     rules: list[str] = field(default_factory=list)  # training-free lossy rules swept at sweep_ks (matrix.RULE_SWEEPS)
+    rules_budget: float | None = None  # each rule only at its validation setting within this budget
     drafter: str = "model"  # "model" (the pair's draft), "eagle" (eagle_dir) or "prompt-lookup"
     eagle_dir: str | None = None
     lookup_store: str | None = None  # prompt lookup's n-gram store: None the pair's, "none" no store, or a file
@@ -161,7 +162,7 @@ def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids
             "drafter": spec.drafter,
             "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
             "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec),
-            "timing_rounds": spec.timing_rounds}
+            "timing_rounds": spec.timing_rounds, "rules_budget": spec.rules_budget}
 
 
 def _lookup_settings(spec: MatrixSpec) -> dict | None:
@@ -203,7 +204,7 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
     one timing round, prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
     have one)."""
     defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
-                "device": "cpu", "dtype": "float32", "rules": [], "timing_rounds": 1}
+                "device": "cpu", "dtype": "float32", "rules": [], "timing_rounds": 1, "rules_budget": None}
     if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
         from selfjudge.models.lookup import UNRECORDED_NGRAMS
 
@@ -279,7 +280,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
             configs = make_configs(spec.ks, spec.top_ks, judges, spec.thresholds, sweep, spec.sweep_ks,
                                    hf_baselines=spec.hf_baselines and b == 1,
                                    hf_prompt_lookup=spec.drafter == "prompt-lookup",
-                                   rules=spec.rules if b in spec.sweep_batches else (), adaptive_ks=spec.adaptive_ks)
+                                   rules=spec.rules if b in spec.sweep_batches else (), adaptive_ks=spec.adaptive_ks,
+                                   rules_budget=spec.rules_budget)
             plan.append((task_name, b, configs, judges, paths))
 
     # expected duration: a measured target-only step times every configuration's tokens

@@ -44,6 +44,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     choices=["typical", "relaxed", "fly", "selfjudge+fly", "selfjudge+gate", "oracle"],
                     help="training-free lossy rules to sweep beside the judges (at --sweep-ks and --sweep-batches); "
                          "oracle: the SelfJudge label computed at decode time (headroom; greedy, slow)")
+    ap.add_argument("--rules-budget", type=float, default=None, metavar="B",
+                    help="each rule of --rules only at the setting its validation curve (stored in the SelfJudge "
+                         "verifier by `selfjudge calibrate`) picks within semantic fidelity >= B, as SelfJudge's "
+                         "quality:B threshold: every method at one budget")
     ap.add_argument("--protect-digits", action="store_true",
                     help="judges may not accept or replace digit tokens (the lossless rule decides there)")
     add_drafter_arguments(ap, "what drafts for the speculative configurations (HF assisted always uses the draft model)",
@@ -70,7 +74,7 @@ def spec_from_args(args: argparse.Namespace):
     fields = {k: getattr(args, k) for k in (
         "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
         "sweep_ks", "sweep_batches", "selfjudge_verifier", "autojudge_verifier", "protect_digits", "drafter", "eagle_dir", "lookup_store", "hf_baselines",
-        "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules")}
+        "threads", "timing_rounds", "out", "force", "estimate_only", "device", "dtype", "rules", "rules_budget")}
     fields["pair"] = args.target
     fields["drafter"] = drafter_name(args.drafter, args.target)
     if args.lookup_store is not None and fields["drafter"] != "prompt-lookup":

@@ -332,3 +332,25 @@ def test_block_alternates_configuration_order_and_repeats_only_the_timing(tiny):
     with pytest.raises(ValueError, match="timing_rounds"):
         wm.run_block(engines, cfgs, scorer, examples, prompts, batch=4, max_new_tokens=5, progress=False,
                      timing_rounds=0)
+
+
+def test_rules_at_a_budget_take_the_setting_their_validation_curve_picks():
+    from selfjudge.judge import Verifier
+
+    curves = {"SelfJudge": [{"name": "SelfJudge-R", "m": 1.4, "semantic_fidelity": 0.99, "logit": 1.0}],
+              "relaxed top-N": [{"name": "relaxed top-N(3,0.1)", "m": 1.5, "semantic_fidelity": 0.98,
+                                 "params": {"top_n": 3, "delta": 0.1}},
+                                {"name": "relaxed top-N(10,0.8)", "m": 1.9, "semantic_fidelity": 0.90,
+                                 "params": {"top_n": 10, "delta": 0.8}}],
+              "FLy": [{"name": "FLy(1,0)", "m": 1.8, "semantic_fidelity": 0.93, "params": {"window": 1}}]}
+    verifier = Verifier(weight=torch.ones(4), bias=0.0, thresholds={"R": 1.0}, metadata={"validation": {"curves": curves}})
+    judges = {"SelfJudge": verifier}
+    names = lambda cfgs: [c.name for c in cfgs if c.family in ("relaxed top-N", "FLy")]  # noqa: E731
+    swept = wm.make_configs([3], [], judges, ["R"], [], [3], rules=["relaxed", "fly"])
+    assert len(names(swept)) == 8 + 8  # negative control: without a budget, every setting (FLy window < K)
+    at_budget = wm.make_configs([3], [], judges, ["R"], [], [3], rules=["relaxed", "fly"], rules_budget=0.97)
+    assert names(at_budget) == ["relaxed top-N(3,0.1)"]  # FLy kept no setting within 0.97
+    with pytest.raises(ValueError, match="no validation curve of 'typical'"):
+        wm.make_configs([3], [], judges, ["R"], [], [3], rules=["typical"], rules_budget=0.97)
+    with pytest.raises(ValueError, match="rules_budget must lie in"):
+        wm.make_configs([3], [], judges, ["R"], [], [3], rules=["relaxed"], rules_budget=1.5)
