@@ -85,7 +85,8 @@ def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = 
 
 def _ratio(row: dict[str, Any], base: dict[str, Any] | None, value: float) -> str:
     """A tokens/s ratio, with its 95 % bootstrap interval over prompt groups where the block has enough."""
-    ci = speed_ratio_interval(row, base, n_boot=300) if base is not None and base is not row else None
+    ci = (speed_ratio_interval(row, base, n_boot=300)
+          if base is not None and base is not row and isinstance(value, (int, float)) and math.isfinite(value) else None)
     return _fmt(value, ".2f") + (f" [{ci['low']:.2f}, {ci['high']:.2f}]" if ci else "")
 
 

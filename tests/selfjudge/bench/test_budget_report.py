@@ -48,3 +48,12 @@ def test_semantic_interval_brackets_the_mean_and_needs_prompts():
     low, high = semantic_interval({"per_prompt": {"semantic": [0.9, 1.0] * 10}})
     assert 0.9 < low < 0.95 < high < 1.0
     assert semantic_interval({"per_prompt": {"semantic": [1.0]}}) is None
+
+
+def test_headline_ratio_has_an_interval_only_where_the_ratio_exists():
+    from selfjudge.bench.report import _ratio
+
+    row, base = {"per_group": {"wall_s": [1.0] * 8, "tokens": [10] * 8}}, {"per_group": {"wall_s": [2.0] * 8, "tokens": [10] * 8}}
+    assert _ratio(row, base, 2.0) == "2.00 [2.00, 2.00]"
+    assert _ratio(row, base, float("nan")) == "–"  # target-only has no "× standard"
+    assert _ratio(row, None, 2.0) == "2.00"
