@@ -13,19 +13,16 @@ import os
 from typing import Any
 
 from selfjudge.bench.block_schema import file_digest
-from selfjudge.bench.pareto import percentile_interval, speed_ratio_interval
+from selfjudge.bench.pareto import mean_interval, speed_ratio_interval
 
 
 def semantic_interval(row: dict[str, Any], n_boot: int = 1000, seed: int = 0) -> tuple[float, float] | None:
     """95 % percentile bootstrap interval over prompts of a row's mean semantic fidelity."""
-    import random
-
     values = (row.get("per_prompt") or {}).get("semantic") or []
     if len(values) < 2:
         return None
-    rng = random.Random(seed)
-    n = len(values)
-    return percentile_interval([sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot)])
+    ci = mean_interval(values, n_boot, seed)
+    return ci["low"], ci["high"]
 
 
 def _curves(block: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

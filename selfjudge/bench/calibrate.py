@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.bench.report import read_blocks
-from selfjudge.bench.wallclock import file_digest
+from selfjudge.bench.block_schema import file_digest
 
 _SKIP = ("target-only", "standard", "HF")
 

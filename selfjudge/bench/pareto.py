@@ -131,27 +131,42 @@ def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float
 MIN_GROUPS = 8
 
 
-def speed_ratio_interval(row_a: dict[str, Any], row_b: dict[str, Any], n_boot: int = 1000, level: float = 0.95,
-                         seed: int = 0) -> dict[str, float] | None:
-    """Percentile bootstrap interval of tokens/s(a) / tokens/s(b) over prompt groups (paired: both
-    rows resampled on the same groups; at batch 1 a group is one prompt). None without
-    ``per_group`` timings or with fewer than :data:`MIN_GROUPS` groups."""
-    ga, gb = row_a.get("per_group"), row_b.get("per_group")
-    if not ga or not gb or len(ga["wall_s"]) != len(gb["wall_s"]) or len(ga["wall_s"]) < MIN_GROUPS:
-        return None
+def mean_interval(values: list[float], n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> dict:
+    """The mean of ``values`` with its percentile bootstrap interval."""
+    rng = random.Random(seed)
+    n = len(values)
+    means = [sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot)]
+    low, high = percentile_interval(means, level)
+    return {"mean": sum(values) / n, "low": low, "high": high, "prompts": n}
 
-    def ratio(idx: list[int]) -> float:
-        wa, wb = sum(ga["wall_s"][i] for i in idx), sum(gb["wall_s"][i] for i in idx)
-        ta, tb = sum(ga["tokens"][i] for i in idx), sum(gb["tokens"][i] for i in idx)
-        return (ta / wa) / (tb / wb) if wa > 0 and wb > 0 and tb > 0 else math.nan
 
-    n = len(ga["wall_s"])
+def paired_ratio_interval(groups: list[tuple[float, float, float, float]], n_boot: int = 1000, level: float = 0.95,
+                          seed: int = 0) -> dict[str, float] | None:
+    """tokens/s of a method over a baseline's, pooled over groups each ``(tokens, seconds, baseline
+    tokens, baseline seconds)`` measured together, with its percentile bootstrap interval over the
+    groups (paired: both resampled on the same groups); None when no replicate is defined."""
+    def ratio(idx) -> float:
+        tok, sec, btok, bsec = (sum(groups[i][j] for i in idx) for j in range(4))
+        return (tok / sec) / (btok / bsec) if sec > 0 and bsec > 0 and btok > 0 else math.nan
+
+    n = len(groups)
     rng = random.Random(seed)
     reps = [x for x in (ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)) if not math.isnan(x)]
     if not reps:
         return None
     low, high = percentile_interval(reps, level)
-    return {"ratio": ratio(list(range(n))), "low": low, "high": high, "level": level, "groups": n}
+    return {"ratio": ratio(range(n)), "low": low, "high": high, "level": level}
+
+
+def speed_ratio_interval(row_a: dict[str, Any], row_b: dict[str, Any], n_boot: int = 1000, level: float = 0.95,
+                         seed: int = 0) -> dict[str, float] | None:
+    """:func:`paired_ratio_interval` of two bench rows over their prompt groups (at batch 1 a group
+    is one prompt). None without ``per_group`` timings or with fewer than :data:`MIN_GROUPS` groups."""
+    ga, gb = row_a.get("per_group"), row_b.get("per_group")
+    if not ga or not gb or len(ga["wall_s"]) != len(gb["wall_s"]) or len(ga["wall_s"]) < MIN_GROUPS:
+        return None
+    ci = paired_ratio_interval(list(zip(ga["tokens"], ga["wall_s"], gb["tokens"], gb["wall_s"])), n_boot, level, seed)
+    return None if ci is None else {**ci, "groups": len(ga["wall_s"])}
 
 
 def gap_interval(rows: list[dict[str, Any]], a: str, b: str, y: str = "semantic_fidelity", K: int | None = None,

@@ -8,11 +8,10 @@ output (semantic similarity with a bootstrap interval over prompts, ROUGE-L, ide
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.pareto import percentile_interval
+from selfjudge.bench.pareto import mean_interval, paired_ratio_interval
 from selfjudge.bench.vllm_peers import REFERENCE, add_elementwise
 from selfjudge.writes import own_files, write_json, write_text
 
@@ -26,22 +25,9 @@ def read_blocks(folder: Path) -> list[dict[str, Any]]:
 def speed_ratio(groups: list[tuple[int, float, int, float]], n_boot: int = 2000, seed: int = 0) -> dict:
     """tokens/s of a method over the baseline's on the same generate calls, each ``(tokens,
     seconds, baseline tokens, baseline seconds)``; percentile interval over resampled calls."""
-    def ratio(idx):
-        tok, sec, btok, bsec = (sum(groups[i][j] for i in idx) for j in range(4))
-        return (tok / sec) / (btok / bsec) if sec and bsec and btok else float("nan")
-
-    rng = random.Random(seed)
-    n = len(groups)
-    low, high = percentile_interval([ratio([rng.randrange(n) for _ in range(n)]) for _ in range(n_boot)])
-    return {"ratio": ratio(range(n)), "low": low, "high": high, "calls": n}
-
-
-def mean_interval(values: list[float], n_boot: int = 2000, seed: int = 0) -> dict:
-    rng = random.Random(seed)
-    n = len(values)
-    means = [sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(n_boot)]
-    low, high = percentile_interval(means)
-    return {"mean": sum(values) / n, "low": low, "high": high, "prompts": n}
+    ci = paired_ratio_interval(groups, n_boot, seed=seed) or {"ratio": float("nan"), "low": float("nan"),
+                                                              "high": float("nan")}
+    return {"ratio": ci["ratio"], "low": ci["low"], "high": ci["high"], "calls": len(groups)}
 
 
 def summarise(blocks: list[dict[str, Any]], similarity=None, rouge=None) -> list[dict[str, Any]]:

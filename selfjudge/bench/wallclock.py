@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from selfjudge.bench.block_schema import file_digest  # noqa: F401 (also the scripts' import)
+from selfjudge.bench.block_schema import file_digest
 from selfjudge.bench.report import BLOCKS, write_report
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
