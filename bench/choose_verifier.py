@@ -8,6 +8,10 @@ envelope is compared with each rule's (semantic fidelity against m, the harness'
 95 % bootstrap interval over prompts) and with the m it reaches at semantic fidelity >= 0.97.
 The winner is the candidate with the largest mean gap against the weakest-margin rule.
 
+A verifier meant for several tasks (the general one) is chosen on each task's validation prompts:
+one rules block per task, each candidate's blocks named alike (``q0.8=A.json q0.8=B.json``), and
+the winner is the candidate whose worst task, against its weakest-margin rule, is best.
+
     python bench/choose_verifier.py --rules runs/val-sharegpt/blocks/sharegpt_b8.json \\
         --candidates q0.8=runs/val-sj-sharegpt-q0.8/blocks/sharegpt_b8.json ... --out bench/results/X.json
 """
@@ -60,10 +64,22 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
             "points": sorted((round(r["mean_accepted_length"], 3), round(r[Y], 3), r["name"])
                              for r in rows if r["family"] == "SelfJudge"),
         }
-    worst = {n: min((g["mean"] for g in c["gaps"].values() if g), default=float("-inf"))
-             for n, c in out["candidates"].items()}
-    out["winner"] = max(worst, key=worst.get)
+    out["worst_gap"] = {n: min((g["mean"] for g in c["gaps"].values() if g), default=float("-inf"))
+                        for n, c in out["candidates"].items()}
+    out["winner"] = max(out["worst_gap"], key=out["worst_gap"].get)
     return out
+
+
+def compare_tasks(rules: dict[str, dict[str, Any]], candidates: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """:func:`compare` per task (``rules``: task -> block; ``candidates``: name -> task -> block),
+    the winner by its worst task's worst gap. ``ValueError`` when a candidate lacks a task's block."""
+    for name, blocks in candidates.items():
+        missing = sorted(set(rules) - set(blocks))
+        if missing:
+            raise ValueError(f"candidates: {name!r} has no block for task(s) {missing}")
+    per_task = {t: compare(r, {n: b[t] for n, b in candidates.items()}) for t, r in rules.items()}
+    worst = {n: min(res["worst_gap"][n] for res in per_task.values()) for n in candidates}
+    return {"tasks": per_task, "worst_gap": worst, "winner": max(worst, key=worst.get)}
 
 
 def merged_block(rules: dict[str, Any], candidate: dict[str, Any], prompts: list[str]) -> dict[str, Any]:
@@ -76,6 +92,9 @@ def merged_block(rules: dict[str, Any], candidate: dict[str, Any], prompts: list
 
 
 def markdown(result: dict[str, Any]) -> str:
+    if "tasks" in result:
+        return "\n".join(f"## {task}\n\n{markdown(res)}" for task, res in result["tasks"].items()) + \
+            f"\nChosen over the tasks' worst gaps: **{result['winner']}**\n"
     lines = [f"{len(result['prompts'])} validation prompts; gap = SelfJudge's envelope minus the rule's "
              "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
              "| candidate | vs relaxed top-N | vs FLy | min gap (relaxed / FLy) | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
@@ -90,37 +109,65 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rules", required=True, help="a bench block (JSON) holding the rules' sweeps")
-    ap.add_argument("--candidates", nargs="+", required=True, metavar="NAME=BLOCK",
-                    help="each candidate verifier's bench block on validation prompts")
-    ap.add_argument("--out", required=True, help="JSON result; a .md table is written beside it")
-    ap.add_argument("--merged", default=None, metavar="DIR",
-                    help="also write DIR/NAME/blocks/: each candidate's block with the rules' rows on the shared "
-                         "prompts, a bench folder for `selfjudge calibrate`")
-    args = ap.parse_args(argv)
-    cands = {}
+def _read_block(ap: argparse.ArgumentParser, option: str, path: str) -> dict[str, Any]:
+    if not Path(path).is_file():
+        ap.error(f"{option}: no bench block at {path}")
+    return json.loads(Path(path).read_text())
+
+
+def _read_inputs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[dict, dict]:
+    """``--rules`` as task -> block, ``--candidates`` as name -> task -> block."""
+    rules: dict[str, dict[str, Any]] = {}
+    for path in args.rules:
+        block = _read_block(ap, "--rules", path)
+        if block.get("task") in rules:
+            ap.error(f"--rules: two blocks for task {block.get('task')!r}")
+        rules[block.get("task")] = block
+    cands: dict[str, dict[str, dict[str, Any]]] = {}
     for item in args.candidates:
         name, sep, path = item.partition("=")
         if not sep:
             ap.error(f"--candidates: expected NAME=BLOCK, got {item!r}")
-        if not Path(path).is_file():
-            ap.error(f"--candidates: no bench block at {path}")
-        cands[name] = json.loads(Path(path).read_text())
-    rules = json.loads(Path(args.rules).read_text())
-    result = compare(rules, cands)
-    for name, block in cands.items() if args.merged else ():
-        folder = Path(args.merged) / name / "blocks"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{block['task']}_b{block['batch']}.json").write_text(
-            json.dumps(merged_block(rules, block, result["prompts"])))
+        block = _read_block(ap, "--candidates", path)
+        cands.setdefault(name, {})[block.get("task")] = block
+    return rules, cands
+
+
+def _write_merged(folder: Path, rules: dict, cands: dict, result: dict[str, Any]) -> None:
+    """Each candidate's blocks with the rules' rows on the shared prompts: a bench folder per candidate."""
+    for task, rule_block in rules.items():
+        shared = (result["tasks"][task] if "tasks" in result else result)["prompts"]
+        for name, blocks in cands.items():
+            out = folder / name / "blocks"
+            out.mkdir(parents=True, exist_ok=True)
+            block = blocks[task]
+            (out / f"{task}_b{block['batch']}.json").write_text(json.dumps(merged_block(rule_block, block, shared)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rules", nargs="+", required=True, help="bench blocks (JSON) holding the rules' sweeps, one per task")
+    ap.add_argument("--candidates", nargs="+", required=True, metavar="NAME=BLOCK",
+                    help="each candidate verifier's bench block on validation prompts (one per task and candidate)")
+    ap.add_argument("--out", required=True, help="JSON result; a .md table is written beside it")
+    ap.add_argument("--merged", default=None, metavar="DIR",
+                    help="also write DIR/NAME/blocks/: each candidate's blocks with the rules' rows on the shared "
+                         "prompts, a bench folder per candidate for `selfjudge calibrate`")
+    args = ap.parse_args(argv)
+    rules, cands = _read_inputs(ap, args)
+    try:
+        result = compare_tasks(rules, cands)
+    except ValueError as e:
+        ap.error(str(e))
+    if len(rules) == 1:
+        result = next(iter(result["tasks"].values()))
+    if args.merged:
+        _write_merged(Path(args.merged), rules, cands, result)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))
     out.with_suffix(".md").write_text(markdown(result))
     print(markdown(result))
-
 
 if __name__ == "__main__":
     main()

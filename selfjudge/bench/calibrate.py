@@ -6,15 +6,21 @@ quality budget reads (:mod:`selfjudge.judge.budget`): per family, each point's m
 fidelity and how to reproduce it (SelfJudge: the threshold's name and logit; a training-free
 rule: its settings; top-k: its k). :func:`calibrate` writes them into a copy of the verifier
 the block measured (its sha256 must match) under ``metadata["validation"]``.
+
+A verifier meant for any task (the general one) is calibrated on several tasks' validation
+blocks at once: :func:`pooled_block` joins them prompt by prompt, so each point's m and semantic
+fidelity are those of all the tasks' prompts together, every task weighted by its prompts.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.report import read_blocks
 from selfjudge.bench.block_schema import file_digest
+from selfjudge.bench.pareto import resampled_rows
+from selfjudge.bench.report import read_blocks
 
 _SKIP = ("target-only", "standard", "HF")
 
@@ -33,21 +39,47 @@ def _point(row: dict[str, Any], verifier) -> dict[str, Any]:
     return point
 
 
+def _pooled_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One configuration's rows from several blocks as one row over all their prompts."""
+    keys = set.intersection(*(set(r["per_prompt"]) for r in rows))
+    per_prompt = {k: [v for r in rows for v in r["per_prompt"][k]] for k in keys}
+    pooled = {**rows[0], "per_prompt": per_prompt, "speedup_vs_standard": None}
+    idx = list(range(len(per_prompt["cycles"])))
+    pooled["mean_accepted_length"] = resampled_rows([pooled], idx, "semantic_fidelity")[0]["mean_accepted_length"]
+    for y, key in (("semantic_fidelity", "semantic"), ("rouge_l_vs_target", "rouge_l")):
+        pooled[y] = sum(per_prompt[key]) / len(idx) if key in per_prompt else None
+    return pooled
+
+
+def pooled_block(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several tasks' validation blocks (same batch, same verifier) as one block over all their prompts;
+    ``ValueError`` when they measured other verifiers or other configurations."""
+    digests = {json.dumps(b.get("verifier_sha256"), sort_keys=True) for b in blocks}
+    if len(digests) > 1:
+        raise ValueError("bench: the tasks' validation blocks measured different verifiers")
+    names = [[r["name"] for r in b["rows"]] for b in blocks]
+    if any(set(n) != set(names[0]) for n in names):
+        raise ValueError("bench: the tasks' validation blocks ran different configurations; pool only like sweeps")
+    rows = [_pooled_row([next(r for r in b["rows"] if r["name"] == name) for b in blocks]) for name in names[0]]
+    tasks = [b["task"] for b in blocks]
+    return {**blocks[0], "task": "+".join(tasks), "tasks": tasks, "rows": rows,
+            "prompt_ids": [p for b in blocks for p in b["prompt_ids"]],
+            "command": [b.get("command") for b in blocks]}
+
+
 def validation_curves(blocks: list[dict[str, Any]], verifier, verifier_path: str | Path,
                       batch: int | None = None) -> dict[str, Any]:
-    """The ``metadata["validation"]`` record of one validation block (``batch``: which, default the
-    largest); ``ValueError`` naming the problem for eval blocks, several tasks or another verifier."""
+    """The ``metadata["validation"]`` record of the validation blocks at ``batch`` (default the largest;
+    several tasks' blocks pooled); ``ValueError`` naming the problem for eval blocks or another verifier."""
     val = [b for b in blocks if b.get("split") == "val"]
     if not val:
         raise ValueError("bench: no block measured on validation prompts (run `selfjudge bench --split val`); "
                          "thresholds are never chosen on the evaluation split")
-    tasks = sorted({b["task"] for b in val})
-    if len(tasks) > 1:
-        raise ValueError(f"bench: validation blocks of several tasks {tasks}; a verifier is calibrated on one")
     batch = batch if batch is not None else max(b["batch"] for b in val)
-    block = next((b for b in val if b["batch"] == batch), None)
-    if block is None:
-        raise ValueError(f"batch: no validation block at batch {batch} (have {sorted(b['batch'] for b in val)})")
+    at_batch = sorted((b for b in val if b["batch"] == batch), key=lambda b: b["task"])
+    if not at_batch:
+        raise ValueError(f"batch: no validation block at batch {batch} (have {sorted({b['batch'] for b in val})})")
+    block = at_batch[0] if len(at_batch) == 1 else pooled_block(at_batch)
     digest = file_digest(verifier_path)
     measured = (block.get("verifier_sha256") or {}).get("SelfJudge")
     if measured != digest:

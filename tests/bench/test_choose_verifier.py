@@ -57,3 +57,39 @@ def test_too_few_shared_prompts_is_an_error(bench_script):
     lone["prompt_ids"] = ["p9", "p8"]
     with pytest.raises(ValueError, match="share 0 prompts"):
         mod.compare(_rules_block(), {"lone": lone})
+
+
+def _task(block, task):
+    return {**block, "task": task, "batch": 8}
+
+
+def test_a_verifier_for_several_tasks_is_chosen_by_its_worst_task(bench_script):
+    """'even' is level on both tasks; 'skewed' wins one task by more than it loses the other, so a mean over
+    tasks would pick it, and the worst task must not."""
+    mod = bench_script("choose_verifier")
+    rules = {"a": _task(_rules_block(), "a"), "b": _task(_rules_block(), "b")}
+    cands = {"even": {"a": _task(_candidate(0.90), "a"), "b": _task(_candidate(0.90), "b")},
+             "skewed": {"a": _task(_candidate(1.00), "a"), "b": _task(_candidate(0.86), "b")}}
+    res = mod.compare_tasks(rules, cands)
+    assert res["worst_gap"]["even"] == pytest.approx(0.0, abs=1e-6)  # level with relaxed top-N on both
+    assert res["worst_gap"]["skewed"] == pytest.approx(-0.02, abs=1e-6)
+    assert res["winner"] == "even"
+    assert set(res["tasks"]) == {"a", "b"} and "Chosen over the tasks' worst gaps: **even**" in mod.markdown(res)
+    with pytest.raises(ValueError, match=r"'even' has no block for task\(s\) \['b'\]"):
+        mod.compare_tasks(rules, {"even": {"a": cands["even"]["a"]}})
+
+
+def test_cli_writes_one_calibration_folder_per_candidate_with_every_task(bench_script, tmp_path):
+    mod = bench_script("choose_verifier")
+    paths = {}
+    for name, block in {"ra": _task(_rules_block(), "a"), "rb": _task(_rules_block(), "b"),
+                        "ca": _task(_candidate(0.9), "a"), "cb": _task(_candidate(0.9), "b")}.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(block))
+    mod.main(["--rules", str(paths["ra"]), str(paths["rb"]), "--candidates", f"q={paths['ca']}", f"q={paths['cb']}",
+              "--out", str(tmp_path / "o.json"), "--merged", str(tmp_path / "merged")])
+    assert json.loads((tmp_path / "o.json").read_text())["winner"] == "q"
+    merged = sorted(p.name for p in (tmp_path / "merged" / "q" / "blocks").iterdir())
+    assert merged == ["a_b8.json", "b_b8.json"]
+    rows = json.loads((tmp_path / "merged" / "q" / "blocks" / "a_b8.json").read_text())["rows"]
+    assert {r["family"] for r in rows} == {"standard", "SelfJudge", "relaxed top-N", "FLy"}

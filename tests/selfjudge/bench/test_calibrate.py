@@ -87,3 +87,39 @@ def test_the_demo_picks_the_rule_reaching_the_largest_m_within_the_budget():
     name, policy = best_rule_at_budget(meta, 0.95, K=3)
     assert name == "relaxed top-N(3,0.1)" and isinstance(policy, RelaxedTopNPolicy)
     assert best_rule_at_budget(meta, 0.999, K=3) is None and best_rule_at_budget({}, 0.97, K=3) is None
+
+
+def _prompt_row(name, family, cycles, accepted, semantic, threshold=None, policy=None):
+    return {**_row(name, family, 0.0, 0.0, threshold=threshold), "policy": policy or family,
+            "per_prompt": {"cycles": cycles, "accepted": accepted, "semantic": semantic, "rouge_l": semantic}}
+
+
+def _task_block(task, prompts, sj_cycles, sj_accepted, sj_semantic, digest):
+    rows = [_prompt_row("standard", "standard", [10] * len(prompts), [3] * len(prompts), [1.0] * len(prompts)),
+            _prompt_row("SelfJudge-R", "SelfJudge", sj_cycles, sj_accepted, sj_semantic, threshold="R")]
+    return {"task": task, "batch": 8, "split": "val", "command": f"selfjudge bench --tasks {task}",
+            "prompt_ids": [f"{task}/{p}" for p in prompts], "drafter": "prompt-lookup",
+            "verifier_sha256": {"SelfJudge": digest}, "rows": rows}
+
+
+def test_several_tasks_are_pooled_prompt_by_prompt(tmp_path, verifier_path):
+    """Task a (1 prompt: 10 cycles, 10 accepted, semantic 0.9) and task b (3 prompts: 10 cycles, 0 accepted,
+    semantic 1.0 each) pool to m = (10 + 40) / 40 = 1.25 and semantic (0.9 + 3) / 4 = 0.975; the mean of
+    the tasks' own figures (m 1.5, semantic 0.95) would weight a single prompt like three."""
+    from selfjudge.bench.calibrate import pooled_block, validation_curves
+
+    digest = file_digest(verifier_path)
+    a = _task_block("a", [0], [10], [10], [0.9], digest)
+    b = _task_block("b", [0, 1, 2], [10] * 3, [0] * 3, [1.0] * 3, digest)
+    record = validation_curves([b, a], load_verifier(verifier_path), verifier_path)
+    point = record["curves"]["SelfJudge"][0]
+    assert point["m"] == pytest.approx(1.25) and point["semantic_fidelity"] == pytest.approx(0.975)
+    assert point["rouge_l"] == pytest.approx(0.975) and point["tokens_per_s_vs_standard"] is None
+    assert record["task"] == "a+b" and record["prompt_ids"] == ["a/0", "b/0", "b/1", "b/2"]
+    assert record["standard"]["m"] == pytest.approx(1.3)
+    other = {**b, "verifier_sha256": {"SelfJudge": "0" * 16}}
+    with pytest.raises(ValueError, match="different verifiers"):
+        pooled_block([a, other])
+    fewer = {**b, "rows": b["rows"][:1]}
+    with pytest.raises(ValueError, match="different configurations"):
+        pooled_block([a, fewer])
