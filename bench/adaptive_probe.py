@@ -15,6 +15,7 @@ torch.set_num_threads(1)
 from selfjudge.models.pair import load_pair
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.tasks import load_task
+from selfjudge.timing import alternating
 p = load_pair("smollm2-135m")
 taskname, B, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 task = load_task(taskname)
@@ -26,8 +27,7 @@ engines = {"target": SpeculativeEngine(p.target, None, p.tokenizer, policy="auto
 engines["adaptive"].generate(prompts[:B], max_new_tokens=4)
 times = {k: 0.0 for k in engines}; toks = {k: 0 for k in engines}; outs = {k: [] for k in engines}
 for g in range(0, len(prompts), B):
-    order = list(engines) if (g // B) % 2 == 0 else list(reversed(engines))
-    for name in order:
+    for name in alternating(list(engines), g // B):
         t = time.perf_counter()
         res = engines[name].generate(prompts[g:g+B], max_new_tokens=96)
         times[name] += time.perf_counter() - t

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from selfjudge.timing import alternating
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,7 +63,7 @@ def main(argv=None) -> int:
     outputs = {}
     engines[names[0]].generate(prompts[:1], max_new_tokens=8)  # warm-up
     for r in range(args.rounds):
-        for n in (names if r % 2 == 0 else names[::-1]):
+        for n in alternating(names, r):
             ids = []
             t0 = time.perf_counter()
             for b in range(0, len(prompts), args.batch_size):

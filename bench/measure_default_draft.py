@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from selfjudge.timing import median_ms
+
 
 def decode_step_ms(model, prompt_ids, repeats: int, new_tokens: int = 1) -> float:
     """Median wall time of one batch-1 cached forward over ``new_tokens`` tokens after the prompt
@@ -35,14 +37,9 @@ def decode_step_ms(model, prompt_ids, repeats: int, new_tokens: int = 1) -> floa
     return 1000 * statistics.median(times)
 
 
+@torch.no_grad()
 def prefill_ms(model, ids, repeats: int) -> float:
-    with torch.no_grad():
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            model(ids)
-            times.append(time.perf_counter() - t)
-    return 1000 * statistics.median(times)
+    return median_ms(lambda: model(ids), repeats, warmup=0)
 
 
 @torch.no_grad()

@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from selfjudge.timing import alternating, median_ms
 
 
 @torch.no_grad()
@@ -67,13 +68,7 @@ def eagle_agreement(target, head, seqs, vocab_ids) -> dict:
 
 @torch.no_grad()
 def step_ms(fn, repeats: int = 15) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times)
+    return median_ms(fn, repeats)
 
 
 def run_block(task_name, prompts, B, drafters, args, target, tok) -> list[dict]:
@@ -87,9 +82,8 @@ def run_block(task_name, prompts, B, drafters, args, target, tok) -> list[dict]:
     for e in engines.values():  # untimed warm-up
         e.generate(prompts[:1], max_new_tokens=4)
     acc = {key: {"tokens": 0, "wall": 0.0, "stats": [], "ids": []} for key in engines}
-    order = list(engines.items())
-    for i in range(0, len(prompts), B):  # interleaved: every configuration on batch i, then batch i+1,
-        for key, e in (order if (i // B) % 2 == 0 else order[::-1]):  # in alternating order (A B C, C B A)
+    for i in range(0, len(prompts), B):  # interleaved: every configuration on batch i, then batch i+1
+        for key, e in alternating(list(engines.items()), i // B):
             t0 = time.perf_counter()
             out = e.generate(prompts[i:i + B], max_new_tokens=args.max_new_tokens)
             acc[key]["wall"] += time.perf_counter() - t0

@@ -24,6 +24,7 @@ import torch
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.models.pair import load_pair
 from selfjudge.writes import write_json
+from selfjudge.timing import alternating
 
 
 def timed_forward(cache: RaggedCache, rows: int, positions: int, V: int, generator) -> float:
@@ -55,7 +56,7 @@ def main() -> None:
                      for r, t in ((B, w + 1), (p, w + 1), (B - p, 1), (1, p * (w + 1) + B - p))})
     times: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
     for r in range(args.repeats + 1):  # a warm-up round, then alternating orders
-        for rows, t in (shapes if r % 2 == 0 else shapes[::-1]):
+        for rows, t in alternating(shapes, r):
             seconds = timed_forward(caches[rows], rows, t, V, g)
             if r:
                 times[rows, t].append(seconds)

@@ -115,7 +115,7 @@ def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: in
     ``device`` / ``dtype``: see :func:`selfjudge.models.load_pair`."""
     import torch
 
-    from selfjudge.bench.matrix import TaskScorer
+    from selfjudge.bench.block_run import TaskScorer
     from selfjudge.models import load_pair
     from selfjudge.models.pair import default_drafter
     from selfjudge.tasks import load_task

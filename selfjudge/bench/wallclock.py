@@ -249,7 +249,8 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     returns the results folder. ``command`` is recorded in every block."""
     import torch
 
-    from selfjudge.bench.matrix import TaskScorer, build_engines, make_configs, run_block
+    from selfjudge.bench.block_run import TaskScorer, run_block
+    from selfjudge.bench.matrix import build_engines, make_configs
 
     torch.set_num_threads(spec.threads)
     from selfjudge.engine import SpeculativeEngine

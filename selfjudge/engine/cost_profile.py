@@ -36,6 +36,7 @@ import torch
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.json_io import read_json
 from selfjudge.writes import write_json
+from selfjudge.timing import alternating
 
 __all__ = ["CostProfile", "measure_cost_profile", "load_or_measure_profile", "profile_key", "PROFILE_DIR_ENV"]
 
@@ -160,8 +161,7 @@ def measure_cost_profile(target, rows=(1, 2, 4, 8), positions=(1, 2, 3, 4, 5), *
         cache.feed(torch.randint(0, V, (B, context), device=device, generator=generator))
         times = {T: [] for T in positions}
         for r in range(repeats + 1):  # one warm-up round; the order alternates so drift hits every T alike
-            order = list(positions) if r % 2 == 0 else list(reversed(positions))
-            for T in order:
+            for T in alternating(positions, r):
                 seconds = _time_step(target, B, T, cache, generator)
                 if r:
                     times[T].append(seconds)

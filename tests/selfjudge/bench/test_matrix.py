@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from selfjudge.bench import block_run
 from selfjudge.bench import matrix as wm
 from selfjudge.bench import report as rep
 from selfjudge.judge import Verifier
@@ -56,7 +57,7 @@ def test_matrix_configs_and_block_rows(tiny):
         wm.make_configs([2], [2], judges, ["none", "missing"], [], sweep_ks=[2])
     engines = wm.build_engines(target, draft, tok, cfgs, judges)
     examples = [Ex(i) for i in range(len(prompts))]
-    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), examples, prompts, batch=3,
+    rows = block_run.run_block(engines, cfgs, block_run.TaskScorer(WordTask(), target, tok), examples, prompts, batch=3,
                         max_new_tokens=6, progress=False)
     by = {f"{r['name']}@K{r['K']}": r for r in rows}
     assert by["target-only@K0"]["fidelity"] == 1.0 and by["target-only@K0"]["speedup_vs_target_only"] == 1.0
@@ -95,7 +96,7 @@ def test_adaptive_configurations_run_beside_the_fixed_ones(tiny, tmp_path):
 
     for key in adaptive:  # a made-up table on which drafting pays, so the figures do not hang on this machine's
         engines[key].adaptive.profile = CostProfile((1, 2), (1, 2, 3, 4), ((1.0, 1.1, 1.2, 1.3), (1.5, 1.6, 1.7, 1.8)))
-    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(4)], prompts,
+    rows = block_run.run_block(engines, cfgs, block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(4)], prompts,
                         batch=2, max_new_tokens=6, progress=False)
     by = {r["name"]: r for r in rows}
     std, allj = by["standard adaptive"], by["SelfJudge-all adaptive"]
@@ -118,8 +119,8 @@ def test_report_writes_tables_and_plots(tmp_path, tiny):
     tok, target, draft, verifier, prompts = _setup(tiny)
     judges = {"SelfJudge": verifier}
     cfgs = wm.make_configs([2], [2], judges, ["none", "all"], [], [])
-    rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
-                        wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 1, 4,
+    rows = block_run.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
+                        block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 1, 4,
                         progress=False)
     (tmp_path / rep.BLOCKS).mkdir()
     block = {"task": "toy", "batch": 1, "max_new_tokens": 4, "environment": {"torch_threads": 1}, "rows": rows}
@@ -142,7 +143,7 @@ def test_report_writes_tables_and_plots(tmp_path, tiny):
 def test_block_needs_target_only_first():
     cfg = [wm.Config("standard", "standard", "standard", 2)]
     try:
-        wm.run_block({}, cfg, None, [], [], 1, 4, progress=False)
+        block_run.run_block({}, cfg, None, [], [], 1, 4, progress=False)
     except ValueError as e:
         assert "target-only" in str(e)
     else:
@@ -153,8 +154,8 @@ def test_hf_baselines_write_the_target_greedy_output(tiny):
     tok, target, draft, verifier, prompts = _setup(tiny)
     cfgs = wm.make_configs([2], [], {}, [], [], [], hf_baselines=True)
     assert [c.name for c in cfgs] == ["target-only", "HF generate", "HF assisted", "standard"]
-    rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, {}), cfgs,
-                        wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 1, 5,
+    rows = block_run.run_block(wm.build_engines(target, draft, tok, cfgs, {}), cfgs,
+                        block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 1, 5,
                         progress=False)
     by = {r["name"]: r for r in rows}
     for name in ("HF generate", "HF assisted", "standard"):
@@ -217,7 +218,7 @@ def test_engines_draft_with_the_given_drafter(tiny):
     cfgs = wm.make_configs([3], [], {}, [], [], [])
     engines = wm.build_engines(target, draft, tok, cfgs, {}, drafter=PromptLookupDrafter(len(tok)))
     assert isinstance(engines["standard@K3"].drafter, PromptLookupDrafter)
-    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)],
+    rows = block_run.run_block(engines, cfgs, block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)],
                         prompts[:2], 1, 6, progress=False)
     by = {r["name"]: r for r in rows}
     assert by["standard"]["same_tokens_as_target_only"] and by["standard"]["fidelity"] == 1.0
@@ -260,8 +261,8 @@ def test_label_oracle_configs_use_the_verifiers_tau(tiny):
     untold = [c for c in wm.make_configs([3], [], judges, [], [], [3], rules=["oracle"]) if c.family == "label oracle"]
     assert [dict(c.params)["tau"] for c in untold] == [0.0]  # a verifier without its labels' tau: SPEC's 0 only
     cfgs = wm.make_configs([3], [], judges, [], [], [3], rules=["oracle"])
-    rows = wm.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
-                        wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 2, 6,
+    rows = block_run.run_block(wm.build_engines(target, draft, tok, cfgs, judges), cfgs,
+                        block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2], 2, 6,
                         progress=False)
     by = {r["name"]: r for r in rows}
     assert by["label oracle(0)"]["mean_accepted_length"] >= by["standard"]["mean_accepted_length"]
@@ -279,7 +280,7 @@ def test_hf_prompt_lookup_baseline_is_lossless_and_batch_one_only(tiny):
     lookup = make_drafter("prompt-lookup", target, max_ngram=2, min_ngram=1)
     engines = wm.build_engines(target, draft, tok, cfgs, {}, drafter=lookup)
     assert engines["HF prompt lookup@K3"].prompt_lookup == (3, 2)
-    rows = wm.run_block(engines, cfgs, wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2],
+    rows = block_run.run_block(engines, cfgs, block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(2)], prompts[:2],
                         1, 5, progress=False)
     by = {r["name"] + str(r["K"]): r for r in rows}
     assert by["HF prompt lookup2"]["same_tokens_as_target_only"] and by["HF prompt lookup3"]["same_tokens_as_target_only"]
@@ -307,12 +308,12 @@ def test_block_alternates_configuration_order_and_repeats_only_the_timing(tiny):
     cfgs = wm.make_configs([2], [2], {"SelfJudge": verifier}, ["all"], [], sweep_ks=[2])
     engines = wm.build_engines(target, draft, tok, cfgs, {"SelfJudge": verifier})
     keys = [c.key for c in cfgs]
-    scorer, examples = wm.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(len(prompts))]
+    scorer, examples = block_run.TaskScorer(WordTask(), target, tok), [Ex(i) for i in range(len(prompts))]
 
     def run(batch, rounds):
         log = []
         recording = {k: _Recording(k, e, log) for k, e in engines.items()}
-        rows = wm.run_block(recording, cfgs, scorer, examples, prompts, batch=batch, max_new_tokens=5,
+        rows = block_run.run_block(recording, cfgs, scorer, examples, prompts, batch=batch, max_new_tokens=5,
                             progress=False, semantic=False, timing_rounds=rounds)
         return rows, log
 
@@ -330,7 +331,7 @@ def test_block_alternates_configuration_order_and_repeats_only_the_timing(tiny):
         assert c["timing_rounds"] == 2 and b["timing_rounds"] == 1
         assert math.isclose(c["tokens_per_s"], 2 * c["tokens"] / c["wall_s"])
     with pytest.raises(ValueError, match="timing_rounds"):
-        wm.run_block(engines, cfgs, scorer, examples, prompts, batch=4, max_new_tokens=5, progress=False,
+        block_run.run_block(engines, cfgs, scorer, examples, prompts, batch=4, max_new_tokens=5, progress=False,
                      timing_rounds=0)
 
 
