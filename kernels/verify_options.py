@@ -14,6 +14,9 @@ import torch
 
 from .checks import check_device, check_shape, check_tensor
 
+#: the output id of a position after the first rejection (vLLM's convention)
+PLACEHOLDER_TOKEN_ID = -1
+
 __all__ = ["VerifyOutput", "draw_noise"]
 
 _MASK63 = (1 << 63) - 1

@@ -17,10 +17,10 @@ import os
 import torch
 import triton
 
+from .verify_options import PLACEHOLDER_TOKEN_ID
 from .verify_split import split_launches
 from .verify_triton_kernel import _verify_kernel
 
-PLACEHOLDER_TOKEN_ID = -1
 
 __all__ = ["verify_triton", "verify_triton_padded", "aot_compile", "_verify_kernel"]
 

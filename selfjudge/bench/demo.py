@@ -20,6 +20,7 @@ import platform
 import time
 from pathlib import Path
 
+from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import save_figure
 
@@ -103,7 +104,7 @@ def plot_demo(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(pair: str = "smollm2-135m", *, task: str = "summarize", prompts: int = 6, max_new_tokens: int = 96,
+def run_demo(pair: str = DEFAULT_PAIR, *, task: str = "summarize", prompts: int = 6, max_new_tokens: int = 96,
              k: int | None = None, budget: float = 0.97, threshold: str | float | None = None, verifier_path: str | None = None,
              drafter: str | None = None, eagle_dir: str | None = None, device: str = "auto",
              dtype: str = "auto") -> dict:

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import open_append, write_json
 
@@ -45,7 +46,7 @@ class PeerSpec:
     k: int = 3
     threshold: str = "quality:0.97"
     fallback_threshold: str = "F"  # for a verifier without a validation curve to budget on
-    pair: str = "smollm2-135m"
+    pair: str = DEFAULT_PAIR
     vllm_python: str = ".venv-vllm/bin/python"
     engine: bool = True
     kv_cache_gib: float = 1.0

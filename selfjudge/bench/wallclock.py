@@ -36,6 +36,7 @@ from pathlib import Path
 
 from selfjudge.bench.block_schema import file_digest
 from selfjudge.bench.report import BLOCKS, write_report
+from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
 
@@ -52,7 +53,7 @@ _log = logging.getLogger(__name__)
 class MatrixSpec:
     """What one ``selfjudge bench`` run measures (the defaults are the full matrix)."""
 
-    pair: str = "smollm2-135m"
+    pair: str = DEFAULT_PAIR
     tasks: list[str] = field(default_factory=lambda: ["gsm8k", "humaneval", "gpqa", "sharegpt"])
     limit: int = 8  # prompts per task
     split: str = "eval"  # "eval" (reported figures) or "val" (choosing thresholds and settings)
@@ -79,7 +80,7 @@ class MatrixSpec:
     timing_rounds: int = 1  # times every prompt group is timed (configurations in alternating order)
     device: str = "auto"  # where the models run (selfjudge.devices.resolve_device)
     dtype: str = "auto"  # bfloat16 on CUDA, float32 on the CPU
-    out: Path = Path("bench/results/wallclock")
+    out: Path = Path("selfjudge-bench")
     force: bool = False  # redo blocks that are already written
     estimate_only: bool = False  # log the expected duration and stop
 
@@ -203,7 +204,7 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
     block predates counts as its default: pair smollm2-135m, drafter model, no digit protection,
     one timing round, prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
     have one)."""
-    defaults = {"pair": "smollm2-135m", "drafter": "model", "eagle_dir": None, "protect_digits": False,
+    defaults = {"pair": DEFAULT_PAIR, "drafter": "model", "eagle_dir": None, "protect_digits": False,
                 "device": "cpu", "dtype": "float32", "rules": [], "timing_rounds": 1, "rules_budget": None}
     if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
         from selfjudge.models.lookup import UNRECORDED_NGRAMS

@@ -12,7 +12,7 @@ from pathlib import Path
 from selfjudge.cli.common import (ArgumentParser, add_command, add_device_arguments, add_drafter_arguments,
                                   add_lookup_store_argument, add_model_arguments, drafter_name, positive_int)
 
-_DEFAULT_OUT = Path("bench/results/wallclock")
+_DEFAULT_OUT = Path("selfjudge-bench")  # in the working folder, never the package
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -60,7 +60,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timing-rounds", type=positive_int, default=1,
                     help="time every prompt group this many times, configurations in alternating order "
                          "(A B C, C B A; use 2 or more when a block's prompts fit in one batch)")
-    ap.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="results folder")
+    ap.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="results folder (default: selfjudge-bench in the working folder)")
     ap.add_argument("--force", action="store_true", help="redo blocks that are already written")
     ap.add_argument("--estimate-only", action="store_true", help="print the expected duration and stop")
     ap.add_argument("--quick", action="store_true",
@@ -82,7 +82,7 @@ def spec_from_args(args: argparse.Namespace):
     if args.quick:
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:
-            fields["out"] = Path("bench/results/wallclock-quick")
+            fields["out"] = Path("selfjudge-bench-quick")
     return MatrixSpec(**fields)
 
 

@@ -13,6 +13,8 @@ import math
 import shlex
 from typing import Sequence
 
+from selfjudge.builtin import DEFAULT_PAIR
+
 #: exceptions the library raises for a bad argument or path: reported in one line, exit status 2
 USER_ERRORS = (ValueError, OSError)
 
@@ -82,15 +84,11 @@ def parse_threshold(text: str | None) -> str | float | None:
     return value
 
 
-#: the built-in pair's name (``selfjudge.models.pair.DEFAULT_PAIR``; importing it would load torch for --help)
-DEFAULT_TARGET = "smollm2-135m"
-
-
 def add_model_arguments(parser: argparse.ArgumentParser, *, draft: bool = True) -> None:
     """``--target NAME|DIR`` (alias ``--pair``) and, where a draft model can be used, ``--draft DIR``:
     the same names and help on every subcommand (``tests/selfjudge/cli/test_vocabulary.py``)."""
-    parser.add_argument("--target", "--pair", dest="target", default=DEFAULT_TARGET, metavar="NAME|DIR",
-                        help=f'the target: "{DEFAULT_TARGET}" (the built-in pair), a local Hugging Face model '
+    parser.add_argument("--target", "--pair", dest="target", default=DEFAULT_PAIR, metavar="NAME|DIR",
+                        help=f'the target: "{DEFAULT_PAIR}" (the built-in pair), a local Hugging Face model '
                              "folder, or a hub id where a hub is reachable (--pair is the same option)")
     if draft:
         parser.add_argument("--draft", default=None, metavar="DIR",

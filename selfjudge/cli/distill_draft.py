@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from selfjudge.cli.common import (DEFAULT_TARGET, add_command, add_device_arguments, add_model_arguments, finite_float,
+from selfjudge.cli.common import (DEFAULT_PAIR, add_command, add_device_arguments, add_model_arguments, finite_float,
                                   positive_int)
 
 
@@ -55,7 +55,7 @@ def run(args) -> int:
         vocab_ids = load_file(str(ASSET_DRAFT_DIR / "draft.safetensors"))["head_vocab_ids"]
     given = {"text": args.text, "heldout_text": args.heldout_text}
     texts = {k: read_text_file(k, v) for k, v in given.items() if v is not None}
-    target = str(ensure_smollm2_target()) if args.target == DEFAULT_TARGET else args.target
+    target = str(ensure_smollm2_target()) if args.target == DEFAULT_PAIR else args.target
     head_vocab = args.head_vocab if vocab_ids is None else int(vocab_ids.numel())
     distill(target, args.out, layers=layers, head_vocab=head_vocab, seed=args.seed, max_len=args.max_len,
             teacher_bs=args.teacher_bs, train_bs=args.train_bs, steps_per_teacher=args.steps_per_teacher,

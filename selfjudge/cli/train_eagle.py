@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from selfjudge.cli.common import (DEFAULT_TARGET, add_command, add_device_arguments, add_model_arguments, finite_float,
+from selfjudge.cli.common import (DEFAULT_PAIR, add_command, add_device_arguments, add_model_arguments, finite_float,
                                   positive_int)
 
 
@@ -49,7 +49,7 @@ def run(args) -> int:
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # one job per run folder, held to the end
-    if args.head_vocab == "draft" and args.target != DEFAULT_TARGET:
+    if args.head_vocab == "draft" and args.target != DEFAULT_PAIR:
         raise ValueError("--head-vocab draft takes the built-in draft's sub-vocabulary; use --head-vocab full with "
                          f"--target {args.target}")
     # training runs in float32 on any device (the head shares the target's embedding); the draft model

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.json_io import parse_json
 
 from .budget import check_validation_record, judge_threshold_at_budget, parse_budget
@@ -140,7 +141,7 @@ def _check_phi_weight(phi_weight, metadata: dict) -> torch.Tensor:
     return phi_weight
 
 
-def shipped_verifier_path(method: str = "selfjudge", pair: str = "smollm2-135m", task: str = "gsm8k",
+def shipped_verifier_path(method: str = "selfjudge", pair: str = DEFAULT_PAIR, task: str = "gsm8k",
                           drafter: str = "model") -> str:
     """Path of a verifier shipped in ``selfjudge/assets/verifiers/``: ``<pair>-<task>-<method>.safetensors``
     for labels mined from the draft model's mismatches, ``<pair>-<task>-<method>-<drafter>.safetensors``

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
@@ -38,7 +39,6 @@ from .shards import SUMMARY, ShardWriter, read_progress, read_rows, relabel
 from .swap_scoring import score_swaps
 from .tau import label_balance, tau_from_quantile
 
-DEFAULT_PAIR = "smollm2-135m"
 FEATURE_DOC = (
     "target final-layer hidden state after the final norm (base model last_hidden_state == "
     "output_hidden_states[-1]) at the swapped token z_i, from the one-pass scoring forward"

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from selfjudge.builtin import DEFAULT_PAIR
+
 from .cache import atomic_folder, default_cache_dir, is_complete
 from .draft import SUBVOCAB_FILE, build_draft_from_target, restrict_head
 from .gguf_convert import ensure_smollm2_target
@@ -28,7 +30,6 @@ from .hf_folder import load_tokenizer
 
 _log = logging.getLogger(__name__)
 
-DEFAULT_PAIR = "smollm2-135m"
 ASSET_DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts" / "smollm2-135m-draft"
 #: which drafter the built-in pair drafts with, and the measurement that chose it
 DEFAULT_DRAFTER_FILE = Path(__file__).resolve().parent.parent / "assets" / "drafters" / "default.json"

@@ -87,7 +87,7 @@ def served_target_name(model: str, cache_dir: str | os.PathLike | None = None) -
     is the built-in target folder, else ``model`` itself."""
     from selfjudge.models.cache import default_cache_dir
     from selfjudge.models.gguf_convert import SMOLLM2_DIRNAME
-    from selfjudge.models.pair import DEFAULT_PAIR
+    from selfjudge.builtin import DEFAULT_PAIR
 
     builtin = Path(cache_dir or default_cache_dir()) / SMOLLM2_DIRNAME
     try:

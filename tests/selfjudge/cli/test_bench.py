@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_quick_sets_a_small_matrix_and_its_own_folder():
     a = bench_cli.parse_args(["--quick"])
     assert (a.tasks, a.limit, a.max_new_tokens, a.ks, a.batch_sizes, a.sweep) == (["gsm8k"], 2, 32, [4], [1], [])
-    assert a.out == Path("bench/results/wallclock-quick")
+    assert a.out == Path("selfjudge-bench-quick")
+    assert bench_cli.parse_args([]).out == Path("selfjudge-bench")
     full = bench_cli.parse_args([])
     assert full.ks == [4, 8] and full.batch_sizes == [1, 8] and full.sweep_ks == [4] and full.sweep_batches == [8]
     assert {"gsm8k", "humaneval", "gpqa", "sharegpt"} == set(full.tasks)
