@@ -17,8 +17,8 @@ import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa: F401 (re-exported)
-from .verify_options import (VerifyOutput, _fly_options, _noise_for, _phi_weight, _prepare,  # noqa: F401
-                             _unit_scale, draw_noise)
+from .verify_options import (VerifyOutput, draw_noise, fly_options, noise_for, phi_weight_for, prepare_inputs,
+                             unit_scale_of)
 from .verify_torch import native_verify
 
 __all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise", "sanitized_cu"]
@@ -45,7 +45,7 @@ def verify(
     fly_entropy_threshold: float = 0.3,
     fly_entropy_top_k: int = 3,
     backend: str = "auto",
-    _noise: tuple | None = None,
+    noise: tuple[torch.Tensor, torch.Tensor] | None = None,  # ([B, K] uniforms, [B, V] exponentials)
 ) -> VerifyOutput:
     """Verify K draft tokens per request against the target's logits.
 
@@ -71,7 +71,9 @@ def verify(
             are greedy). Applied to ``target_logits`` only.
         seed, offset: replayable noise; ``(seed, offset)`` seeds a fresh
             generator. ``generator`` instead uses the caller's generator.
-            Neither: torch's default generator.
+            Neither: torch's default generator. ``noise``: the ``(uniforms [B, K],
+            exponentials [B, V])`` of an earlier :func:`draw_noise` call, replayed
+            instead (the same tokens from either backend, or from both layouts).
         hidden_states: ``[B, K, H]`` target final hidden states after reading
             each draft token; ``judge_weight`` ``[H]``; ``judge_bias`` float or
             ``[B]``; ``judge_threshold`` in logit space. ``judge_phi_weight`` ``[F]``
@@ -125,12 +127,12 @@ def verify(
         check_shape("draft_probs", draft_probs, (B, K, V))
         check_device("draft_probs", draft_probs, device, "target_logits")
     triton = use_triton(backend, device)
-    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = _prepare(
+    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
         target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
         judge_blocked, (B, K), B)
-    fly = _fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
-    phi_w = _phi_weight(judge_phi_weight, judge_weight, device)
-    u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
+    fly = fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
+    phi_w = phi_weight_for(judge_phi_weight, judge_weight, device)
+    u, e = noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator)
     # the twin takes exactly the launcher's arguments
     if triton:
         from .verify_triton import verify_triton_padded as backend_fn
@@ -139,6 +141,6 @@ def verify(
     out = backend_fn(
         draft_token_ids.long(), num_draft_tokens.long(), target_logits, draft_probs, inv_t, greedy, u, e,
         hidden_states, judge_weight, bias, thr, override,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly,
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale_of(temperature), fly=fly,
         phi_weight=phi_w)
     return VerifyOutput(*out)

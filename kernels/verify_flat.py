@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_options import VerifyOutput, _fly_options, _noise_for, _phi_weight, _prepare, _unit_scale
+from .verify_options import VerifyOutput, fly_options, noise_for, phi_weight_for, prepare_inputs, unit_scale_of
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
@@ -83,7 +83,7 @@ def verify_flat(
     fly_entropy_top_k: int = 3,
     backend: str = "auto",
     check_metadata: bool | None = None,
-    _noise: tuple | None = None,
+    noise: tuple[torch.Tensor, torch.Tensor] | None = None,  # ([B, K] uniforms, [B, V] exponentials)
 ) -> VerifyOutput:
     """:func:`verify` in vLLM v1's flattened layout.
 
@@ -96,8 +96,9 @@ def verify_flat(
     padded width; if None it is read from ``cu_num_draft_tokens`` with one host
     synchronisation. The output is ``[B, max_spec_len+1]`` padded with -1
     (int64; vLLM uses int32: ``.int()`` it), and the per-position masks are
-    ``[B, max_spec_len]``. Given the same noise it equals :func:`verify` on the
-    padded copy of the same data.
+    ``[B, max_spec_len]``. Given the same noise (``noise``: a :func:`draw_noise`
+    result for ``B`` requests and ``max_spec_len`` positions) it equals :func:`verify`
+    on the padded copy of the same data.
 
     Malformed metadata never reads out of bounds, on either backend: the op reads
     ``cu_num_draft_tokens`` as :func:`sanitized_cu` (clamped to [0, T], then made
@@ -140,12 +141,12 @@ def verify_flat(
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
     triton = use_triton(backend, device)
-    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = _prepare(
+    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
         target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
         judge_blocked, (T,), B)
-    fly = _fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
-    phi_w = _phi_weight(judge_phi_weight, judge_weight, device)
-    u, e = _noise_for(all_greedy, _noise, B, K, V, device, seed, offset, generator)
+    fly = fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
+    phi_w = phi_weight_for(judge_phi_weight, judge_weight, device)
+    u, e = noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator)
 
     n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
     n = n.clamp(0, K)
@@ -185,6 +186,6 @@ def verify_flat(
     relaxed = padded(override, 0)  # [B, K] bool or int8
     out = native_verify(
         draft, n, logits, q, inv_t, greedy, u, e, hidden, judge_weight, bias, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=_unit_scale(temperature), fly=fly, phi_weight=phi_w,
+        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale_of(temperature), fly=fly, phi_weight=phi_w,
         position_stats=stats)
     return VerifyOutput(*out)

@@ -2,13 +2,14 @@
 of the options (temperature, judge, relaxations, FLy) into the launcher's arguments.
 
 :func:`selfjudge.kernels.verify.verify` (padded) and :func:`selfjudge.kernels.verify.verify_flat` (vLLM's
-flattened layout) both call :func:`_prepare`, :func:`_fly_options` and :func:`_noise_for`,
+flattened layout) both call :func:`prepare_inputs`, :func:`fly_options` and :func:`noise_for`,
 so both layouts accept and refuse the same inputs with the same messages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -17,7 +18,8 @@ from .checks import check_device, check_shape, check_tensor
 #: the output id of a position after the first rejection (vLLM's convention)
 PLACEHOLDER_TOKEN_ID = -1
 
-__all__ = ["VerifyOutput", "draw_noise"]
+__all__ = ["PreparedInputs", "VerifyOutput", "draw_noise", "fly_options", "noise_for", "phi_weight_for",
+           "prepare_inputs", "unit_scale_of"]
 
 _MASK63 = (1 << 63) - 1
 
@@ -74,14 +76,24 @@ def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator
     return u, e
 
 
-def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
+class PreparedInputs(NamedTuple):
+    """The options both layouts share, validated and in the form the backends read."""
+
+    inv_temperature: torch.Tensor  # [B] fp32
+    greedy: torch.Tensor  # [B] bool
+    all_greedy: bool | None  # None: decided per row by a temperature tensor
+    any_greedy: bool | None
+    judge_bias: torch.Tensor | None  # [B] fp32
+    judge_threshold: float
+    override: torch.Tensor | None  # the per-position int8 the kernel reads (or relaxed_accept)
+
+
+def prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
              relaxed_accept, judge_blocked, tok_shape, B):
     """Validate and normalise the options shared by both layouts.
 
     ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat); ``B``
-    the number of requests. Returns ``(inv_temperature [B] fp32, greedy [B] bool,
-    all_greedy, any_greedy, judge_bias [B] fp32 | None, threshold, override)``,
-    ``override`` being the per-position int8 the kernel reads (or ``relaxed_accept``).
+    the number of requests.
     """
     device = target_logits.device
     # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
@@ -149,10 +161,11 @@ def _prepare(target_logits, temperature, hidden_states, judge_weight, judge_bias
             check_tensor(name, mask, len(tok_shape), boolean=True)
             check_shape(name, mask, tuple(tok_shape))
             check_device(name, mask, device, "target_logits")
-    return inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold, _override(relaxed_accept, judge_blocked)
+    return PreparedInputs(inv_t, greedy, all_greedy, any_greedy, bias, judge_threshold,
+                          _override(relaxed_accept, judge_blocked))
 
 
-def _phi_weight(judge_phi_weight, judge_weight, device):
+def phi_weight_for(judge_phi_weight, judge_weight, device):
     """The judge's weights over the probability features ``[F]`` fp32 on ``device``, or None."""
     if judge_phi_weight is None:
         return None
@@ -175,12 +188,12 @@ def _override(relaxed_accept, judge_blocked):
     return torch.where(judge_blocked, torch.full_like(code, -1), code)
 
 
-def _unit_scale(temperature) -> bool:
+def unit_scale_of(temperature) -> bool:
     """True when every row's 1/T is exactly 1 (T == 1 or greedy), known without a sync."""
     return not isinstance(temperature, torch.Tensor) and float(temperature) in (0.0, 1.0)
 
 
-def _fly_options(window, threshold, top_k, K: int) -> tuple[int, float, int] | None:
+def fly_options(window, threshold, top_k, K: int) -> tuple[int, float, int] | None:
     """Validated FLy settings ``(window, threshold, top_k)``, or None when off (window 0)."""
     if isinstance(window, bool) or not isinstance(window, int) or window < 0:
         raise ValueError(f"fly_window must be an int >= 0, got {window!r}")
@@ -199,11 +212,20 @@ def _fly_options(window, threshold, top_k, K: int) -> tuple[int, float, int] | N
     return int(window), threshold, int(top_k)
 
 
-def _noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
-    """(uniforms, exponentials) of one call: none when every row is greedy, else the
-    caller's ``_noise`` (tests, benchmarks) or a fresh draw."""
+def noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
+    """(uniforms, exponentials) of one call: none when every row is greedy, else the caller's
+    ``noise`` (a :func:`draw_noise` result replayed: same tokens from either backend) or a fresh draw."""
     if all_greedy:
         return None, None
     if noise is not None:
-        return noise
+        if not (isinstance(noise, tuple) and len(noise) == 2):
+            raise ValueError("noise must be the (uniforms, exponentials) pair draw_noise returns")
+        u, e = noise
+        check_tensor("noise[0]", u, 2, floating=True)
+        check_shape("noise[0]", u, (B, K))
+        check_device("noise[0]", u, device, "target_logits")
+        check_tensor("noise[1]", e, 2, floating=True)
+        check_shape("noise[1]", e, (B, V))
+        check_device("noise[1]", e, device, "target_logits")
+        return u, e
     return draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)

@@ -35,8 +35,8 @@ def make_case(B, K, V, *, seed=0, with_q=True, dtype=torch.float32, hidden=0):
 
 def run_both(case, noise, **kw):
     args = (case["drafts"], case["n"], case["logits"], case["q"])
-    a = verify(*args, backend="torch", _noise=noise, **kw)
-    b = verify(*args, backend="triton", _noise=noise, **kw)
+    a = verify(*args, backend="torch", noise=noise, **kw)
+    b = verify(*args, backend="triton", noise=noise, **kw)
     return a, b
 
 
@@ -107,7 +107,7 @@ def test_kernel_small_tiles_many_tiles():
     B, K, V = 3, 4, 100
     case = make_case(B, K, V, seed=11)
     noise = draw_noise(B, K, V, "cpu", seed=11)
-    a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch", _noise=noise)
+    a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch", noise=noise)
     out = verify_triton_padded(case["drafts"], case["n"], case["logits"], case["q"],
                                torch.ones(B), torch.zeros(B, dtype=torch.bool), noise[0], noise[1],
                                None, None, None, 0.0, None, all_greedy=False, block_v=16)
@@ -168,7 +168,7 @@ def test_twin_matches_plain_formula(B, K, V, temp, with_q):
         u, E = draw_noise(B, K, V, "cpu", seed=seed)
         jl = case["h"] @ case["w"] + 0.1
         out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=temp, backend="torch",
-                     _noise=(u, E), hidden_states=case["h"], judge_weight=case["w"], judge_bias=0.1,
+                     noise=(u, E), hidden_states=case["h"], judge_weight=case["w"], judge_bias=0.1,
                      judge_threshold=0.5)
         ref_ids, ref_acc = reference_verify(case["drafts"], case["n"], case["logits"], case["q"],
                                             torch.full((B,), temp), u, E, jl, 0.5)
@@ -216,8 +216,8 @@ def test_judge_forced_off_equals_no_judge(backend):
     case = make_case(B, K, V, seed=4, hidden=H)
     noise = draw_noise(B, K, V, "cpu", seed=4)
     args = (case["drafts"], case["n"], case["logits"], case["q"])
-    plain = verify(*args, temperature=1.0, _noise=noise, backend=backend)
-    off = verify(*args, temperature=1.0, _noise=noise, hidden_states=case["h"], judge_weight=case["w"],
+    plain = verify(*args, temperature=1.0, noise=noise, backend=backend)
+    off = verify(*args, temperature=1.0, noise=noise, hidden_states=case["h"], judge_weight=case["w"],
                  judge_bias=-1e4, judge_threshold=0.0, backend=backend)
     assert torch.equal(plain.output_token_ids, off.output_token_ids)
     assert torch.equal(plain.align_accepted, off.align_accepted)
@@ -282,12 +282,12 @@ def test_nan_inf_and_zero_mass_tail_never_emit_out_of_range(backend, temp, V):
     drafts[1, 1] = -3
     for draft_probs in (q, None):
         noise = draw_noise(B, K, V, "cpu", seed=1)
-        out = verify(drafts, None, logits, draft_probs, temperature=temp, _noise=noise, backend=backend)
+        out = verify(drafts, None, logits, draft_probs, temperature=temp, noise=noise, backend=backend)
         ids = out.output_token_ids
         emitted = ids[ids >= 0]
         assert emitted.numel() == (out.num_accepted + 1).sum().item()
         assert (emitted < V).all(), ids
-        twin = verify(drafts, None, logits, draft_probs, temperature=temp, _noise=noise, backend="torch")
+        twin = verify(drafts, None, logits, draft_probs, temperature=temp, noise=noise, backend="torch")
         assert torch.equal(twin.output_token_ids, ids)
 
 
@@ -331,7 +331,7 @@ def test_verify_flat_equals_padded(backend, temp):
     d, cu, lg, qf, hf = to_flat(case)
     assert lg.shape[0] == d.shape[0] + B
     noise = draw_noise(B, K, V, "cpu", seed=2)
-    kw = dict(temperature=temp, _noise=noise, judge_weight=case["w"], judge_threshold=0.3, backend=backend)
+    kw = dict(temperature=temp, noise=noise, judge_weight=case["w"], judge_threshold=0.3, backend=backend)
     padded = verify(case["drafts"], case["n"], case["logits"], case["q"], hidden_states=case["h"], **kw)
     flat = verify_flat(d, cu, lg, qf, max_spec_len=K, hidden_states=hf, **kw)
     # per-position masks in the flat layout: rows 0..3 of request 0, none of request 1, 4..5 of request 2
@@ -437,14 +437,14 @@ def test_invalid_position_rejects_and_emits_zero(backend, temp, bad):
     logits[1, 2, 3] = bad  # request 1: the bonus position invalid
     drafts = torch.full((2, 2), 7)
     noise = draw_noise(2, 2, V, "cpu", seed=0)
-    out = verify(drafts, None, logits, temperature=temp, _noise=noise, backend=backend)
+    out = verify(drafts, None, logits, temperature=temp, noise=noise, backend=backend)
     assert out.output_token_ids[0].tolist() == [0, -1, -1]
     assert not out.align_accepted[0].any()
     assert out.output_token_ids[1, :2].tolist() == [7, 7]
     assert out.output_token_ids[1, 2].item() == 0
     # the judge may still accept an invalid position
     h = torch.ones(2, 2, 1)
-    out = verify(drafts, None, logits, temperature=temp, _noise=noise, backend=backend,
+    out = verify(drafts, None, logits, temperature=temp, noise=noise, backend=backend,
                  hidden_states=h, judge_weight=torch.ones(1), judge_threshold=0.0)
     assert out.output_token_ids[0, :2].tolist() == [7, 7]
 
@@ -460,9 +460,9 @@ def test_strided_logits_slice_matches_contiguous(temp):
     drafts = sliced[:, :K].argmax(-1)
     drafts[1, 2] = (drafts[1, 2] + 1) % V
     noise = draw_noise(B, K, V, "cpu", seed=0)
-    ref = verify(drafts, None, sliced.contiguous(), temperature=temp, _noise=noise, backend="torch")
+    ref = verify(drafts, None, sliced.contiguous(), temperature=temp, noise=noise, backend="torch")
     for backend in ("torch", "triton"):
-        out = verify(drafts, None, sliced, temperature=temp, _noise=noise, backend=backend)
+        out = verify(drafts, None, sliced, temperature=temp, noise=noise, backend=backend)
         assert torch.equal(out.output_token_ids, ref.output_token_ids)
 
 
@@ -476,7 +476,7 @@ def test_twin_cpu_chunks_match_plain_formula():
     case = make_case(B, K, V, seed=3, hidden=4)
     u, E = draw_noise(B, K, V, "cpu", seed=0)
     out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=0.9, backend="torch",
-                 _noise=(u, E))
+                 noise=(u, E))
     ref_ids, ref_acc = reference_verify(case["drafts"], case["n"], case["logits"], case["q"],
                                         torch.full((B,), 0.9), u, E)
     assert torch.equal(out.output_token_ids, ref_ids)

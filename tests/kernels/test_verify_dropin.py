@@ -63,8 +63,8 @@ def test_placeholder_sampling_recovers_from_p(backend, with_q):
     q = torch.softmax(torch.randn(B, K, V), -1) if with_q else None
     u, e = draw_noise(B, K, V, "cpu", seed=3)
     u = torch.full_like(u, 1e-12)  # every real position would be accepted
-    out = verify(draft, None, logits, q, temperature=1.0, backend=backend, _noise=(u, e))
-    ref = verify(draft, None, logits, q, temperature=1.0, backend="torch", _noise=(u, e))
+    out = verify(draft, None, logits, q, temperature=1.0, backend=backend, noise=(u, e))
+    ref = verify(draft, None, logits, q, temperature=1.0, backend="torch", noise=(u, e))
     _same(out, ref)
     assert (out.num_accepted <= 1).all()
     if not with_q:
@@ -127,11 +127,11 @@ def test_malformed_cu_defined_and_in_bounds(backend, temperature, what, cu):
     noise = draw_noise(B, K, V, "cpu", seed=2) if temperature else None
     cu_t = torch.tensor(cu)
     out = verify_flat(draft, cu_t, logits, max_spec_len=K, temperature=temperature, backend=backend,
-                      check_metadata=False, _noise=noise)
+                      check_metadata=False, noise=noise)
     clean = sanitized_cu(cu_t, T)
     assert (clean >= 0).all() and (clean <= T).all() and (clean[1:] >= clean[:-1]).all()
     ref = verify_flat(draft, clean, logits, max_spec_len=K, temperature=temperature, backend="torch",
-                      check_metadata=False, _noise=noise)
+                      check_metadata=False, noise=noise)
     _same(out, ref)
     counts = (clean - torch.cat([clean.new_zeros(1), clean[:-1]])).clamp(max=K)
     assert (out.num_accepted <= counts).all()
@@ -165,13 +165,26 @@ def test_tensor_temperature_nan_and_inf_are_defined(backend):
     draft = torch.randint(0, V - 2, (B, K))
     temps = torch.tensor([float("nan"), float("inf"), 0.0, 1.0])
     noise = draw_noise(B, K, V, "cpu", seed=5)
-    out = verify(draft, None, logits, temperature=temps, backend=backend, _noise=noise)
-    ref = verify(draft, None, logits, temperature=temps, backend="torch", _noise=noise)
+    out = verify(draft, None, logits, temperature=temps, backend=backend, noise=noise)
+    ref = verify(draft, None, logits, temperature=temps, backend="torch", noise=noise)
     _same(out, ref)
     as_greedy = verify(draft[:1], None, logits[:1], temperature=0.0, backend="torch")
     assert torch.equal(out.output_token_ids[0], as_greedy.output_token_ids[0])
     emitted = out.output_token_ids[out.output_token_ids >= 0]
     assert (emitted < V - 2).all()
+
+
+@pytest.mark.parametrize("bad, match", [
+    ("not a pair", "noise must be the"),
+    ((torch.rand(1, 3, dtype=torch.float64), torch.rand(1, 5)), r"noise\[0\]"),  # K = 2, not 3
+    ((torch.rand(1, 2, dtype=torch.float64), torch.rand(1, 4)), r"noise\[1\]"),  # V = 5, not 4
+])
+def test_replayed_noise_of_the_wrong_shape_is_refused_by_both_layouts(bad, match):
+    with pytest.raises(ValueError, match=match):
+        verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5), temperature=1.0, noise=bad)
+    with pytest.raises(ValueError, match=match):
+        verify_flat(torch.zeros(2, dtype=torch.long), torch.tensor([2]), torch.randn(3, 5), temperature=1.0,
+                    max_spec_len=2, noise=bad)
 
 
 def test_judge_threshold_nan_refused():

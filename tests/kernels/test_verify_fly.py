@@ -85,11 +85,11 @@ def test_sampling_equals_plain_formula_with_the_ops_uniforms(backend, with_q, se
     g = torch.Generator().manual_seed(seed)
     q = torch.softmax(torch.randn(B, K, V, generator=g), -1) if with_q else None
     u, e = draw_noise(B, K, V, "cpu", seed=seed)
-    out = verify(draft, None, logits, q, temperature=0.7, backend=backend, _noise=(u, e), fly_window=1,
+    out = verify(draft, None, logits, q, temperature=0.7, backend=backend, noise=(u, e), fly_window=1,
                  fly_entropy_threshold=0.5, fly_entropy_top_k=2)
     n, _ = plain_fly(draft, logits, q, u, 0.7, 1, 0.5, 2)
     assert out.num_accepted.tolist() == n
-    ref = verify(draft, None, logits, q, temperature=0.7, backend="torch", _noise=(u, e), fly_window=1,
+    ref = verify(draft, None, logits, q, temperature=0.7, backend="torch", noise=(u, e), fly_window=1,
                  fly_entropy_threshold=0.5, fly_entropy_top_k=2)
     assert torch.equal(out.output_token_ids, ref.output_token_ids)
 

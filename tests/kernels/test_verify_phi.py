@@ -43,7 +43,7 @@ def test_judge_logits_and_decisions_follow_the_plain_formula(backend, temp):
     drafts, n, logits, h, w, u = make(6, 4, 301, seed=1)
     noise = None if temp == 0 else draw_noise(6, 4, 301, "cpu", seed=2)
     out = verify(drafts, n, logits, temperature=temp, hidden_states=h, judge_weight=w, judge_bias=0.2,
-                 judge_phi_weight=u, judge_threshold=0.5, backend=backend, _noise=noise)
+                 judge_phi_weight=u, judge_threshold=0.5, backend=backend, noise=noise)
     ref = plain_logits(drafts, logits, h, w, 0.2, u)
     evaluated = out.align_accepted | out.judge_accepted
     evaluated |= torch.arange(4)[None, :] == out.num_accepted[:, None]  # the first rejected position
@@ -61,7 +61,7 @@ def test_kernel_equals_twin(temp, B, K, V, ties):
     drafts[-1, -1] = -1  # a placeholder is never kept
     noise = None if temp == 0 else draw_noise(B, K, V, "cpu", seed=3)
     kw = dict(temperature=temp, hidden_states=h, judge_weight=w, judge_bias=-0.1, judge_phi_weight=u,
-              judge_threshold=0.0, _noise=noise)
+              judge_threshold=0.0, noise=noise)
     a = verify(drafts, n, logits, backend="torch", **kw)
     b = verify(drafts, n, logits, backend="triton", **kw)
     assert torch.equal(a.output_token_ids, b.output_token_ids) and torch.equal(a.num_accepted, b.num_accepted)

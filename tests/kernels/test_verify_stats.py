@@ -88,12 +88,12 @@ TV_TWIN = 0.01  # ~3x E[TV] at N = 1e5
 def twin_runs():
     drafts, logits, q = batch(N_TWIN, seed=0)
     noise = draw_noise(N_TWIN, 2, V, "cpu", seed=123)
-    good = verify(drafts, None, logits, q, temperature=TEMP, _noise=noise, backend="torch")
+    good = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch")
     q_wrong = torch.full_like(q, 1.0 / V)
-    wrong_ratio = verify(drafts, None, logits, q_wrong, temperature=TEMP, _noise=noise, backend="torch")
+    wrong_ratio = verify(drafts, None, logits, q_wrong, temperature=TEMP, noise=noise, backend="torch")
     relaxed = torch.zeros(N_TWIN, 2, dtype=torch.bool)
     relaxed[:, 0] = True
-    accept_all = verify(drafts, None, logits, q, temperature=TEMP, _noise=noise, backend="torch",
+    accept_all = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch",
                         relaxed_accept=relaxed)
     return good, wrong_ratio, accept_all
 
@@ -128,7 +128,7 @@ def test_dropping_q_is_still_lossless(twin_runs):
     """Not a control: q one-hot (draft treated as a fixed token) is exact too."""
     drafts, logits, _ = batch(N_TWIN, seed=0)
     noise = draw_noise(N_TWIN, 2, V, "cpu", seed=5)
-    out = verify(drafts, None, logits, None, temperature=TEMP, _noise=noise, backend="torch")
+    out = verify(drafts, None, logits, None, temperature=TEMP, noise=noise, backend="torch")
     assert_fits(out.output_token_ids[:, 0], target_p(0), TV_TWIN)
 
 
@@ -160,11 +160,11 @@ def test_kernel_distribution_and_negative_control():
     assert expected_tv(N_KERNEL, target_p(0)) < TV_KERNEL / 3
     drafts, logits, q = batch(N_KERNEL, seed=1)
     noise = draw_noise(N_KERNEL, 2, V, "cpu", seed=7)
-    good = verify(drafts, None, logits, q, temperature=TEMP, _noise=noise, backend="triton")
+    good = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="triton")
     assert_fits(good.output_token_ids[:, 0], target_p(0), TV_KERNEL)
-    twin = verify(drafts, None, logits, q, temperature=TEMP, _noise=noise, backend="torch")
+    twin = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch")
     assert torch.equal(good.output_token_ids, twin.output_token_ids)
     relaxed = torch.zeros(N_KERNEL, 2, dtype=torch.bool)
     relaxed[:, 0] = True
-    bad = verify(drafts, None, logits, q, temperature=TEMP, _noise=noise, backend="triton", relaxed_accept=relaxed)
+    bad = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="triton", relaxed_accept=relaxed)
     assert_misfits(bad.output_token_ids[:, 0], target_p(0), TV_KERNEL)
