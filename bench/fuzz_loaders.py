@@ -270,7 +270,7 @@ def load_head(path: Path):
 
 
 def make_cache_entry(folder: Path) -> Path:
-    from selfjudge.models.cache import atomic_folder
+    from selfjudge.models.cache_dir import atomic_folder
 
     final = folder / "entry"
     with atomic_folder(final, json.dumps({"source": "fuzz"})) as tmp:
@@ -280,7 +280,7 @@ def make_cache_entry(folder: Path) -> Path:
 
 
 def check_cache_entry(path: Path):
-    from selfjudge.models.cache import is_complete
+    from selfjudge.models.cache_dir import is_complete
 
     answer = is_complete(path)
     if not isinstance(answer, bool):

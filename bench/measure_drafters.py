@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
 
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
     from selfjudge.models import load_pair
     from selfjudge.models.eagle import load_draft_vocab, load_eagle_head
     from selfjudge.tasks import load_task

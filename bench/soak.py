@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 from selfjudge.engine import SpeculativeEngine
-from selfjudge.engine.drafters import make_drafter
+from selfjudge.engine.drafter_factory import make_drafter
 from selfjudge.judge import load_verifier
 from selfjudge.judge.verifier import shipped_verifier_path
 from selfjudge.models import load_pair

@@ -258,7 +258,7 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     from selfjudge.models import load_pair
     from selfjudge.tasks import load_task
 
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
 
     # a draft model only where one drafts or Hugging Face's assisted generation runs ("prompt-lookup"
     # loads the target alone, so a target folder without a draft works)

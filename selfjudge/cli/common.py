@@ -101,7 +101,7 @@ def load_target_and_drafter(args: argparse.Namespace):
     settings (:func:`lookup_lengths`); ``args.drafter`` is set to the kind used. The target alone is
     loaded unless the drafter is a draft model, so a target folder without a draft works with prompt
     lookup and an EAGLE head."""
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
     from selfjudge.models import load_pair
 
     draft = getattr(args, "draft", None)

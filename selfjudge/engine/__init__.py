@@ -8,7 +8,7 @@ handling (design note: ``csrc_docs/engine.md``).
 """
 
 from selfjudge.engine.drafter import Drafter, ModelDrafter, frequent_token_ids
-from selfjudge.engine.drafters import DRAFTER_NAMES, make_drafter
+from selfjudge.engine.drafter_factory import DRAFTER_NAMES, make_drafter
 from selfjudge.engine.eagle_drafter import EagleDrafter
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 from selfjudge.engine.engine import GenerationResult, SpeculativeEngine

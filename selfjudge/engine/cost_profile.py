@@ -176,7 +176,7 @@ def profile_dir() -> Path:
     env = os.environ.get(PROFILE_DIR_ENV)
     if env:
         return Path(env).expanduser()
-    from selfjudge.models.cache import default_cache_dir
+    from selfjudge.models.cache_dir import default_cache_dir
 
     return default_cache_dir() / "cost-profiles"
 

@@ -119,7 +119,7 @@ class TokenHead:
     @classmethod
     def from_module(cls, head: torch.nn.Module, vocab: int, device, draft_vocab: torch.Tensor | None = None):
         """The head of an LM (``get_output_embeddings()``), restricted to ``draft_vocab`` if given, or to
-        the sub-vocabulary of a head :func:`selfjudge.models.draft.restrict_head` already restricted."""
+        the sub-vocabulary of a head :func:`selfjudge.models.draft_model.restrict_head` already restricted."""
         bias = getattr(head, "bias", None)
         if draft_vocab is not None:
             ids = torch.as_tensor(draft_vocab, dtype=torch.long).flatten().unique()
@@ -154,7 +154,7 @@ class ModelDrafter(Drafter):
         draft_vocab: ``[Vd]`` token ids the draft may propose (its head is then
             applied to those rows only); None = the full vocabulary, or the
             sub-vocabulary of a head already restricted by
-            :func:`selfjudge.models.draft.restrict_head`.
+            :func:`selfjudge.models.draft_model.restrict_head`.
     """
 
     name = "model"

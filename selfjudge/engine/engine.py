@@ -34,7 +34,7 @@ import torch
 from selfjudge.engine.adaptive import AdaptiveController
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.drafter import choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
-from selfjudge.engine.drafters import as_drafter
+from selfjudge.engine.drafter_factory import as_drafter
 from selfjudge.engine.inputs import append_tokens, check_context, encode_prompts, stop_strings
 from selfjudge.engine.policies import Policy, make_policy
 from selfjudge.engine.state import Batch, Cycle, Run

@@ -178,7 +178,7 @@ def _save_ckpt(out: Path, draft, opt, state: dict, records: list[dict], n_saved_
     """Commit trainable tensors, optimiser moments and the JSON in one step (:func:`write_checkpoint`);
     new teacher records go first to a shard named by its first record, so a rewrite after a
     kill replaces the uncommitted shard instead of adding a second copy."""
-    from .draft import trainable_state
+    from .draft_model import trainable_state
 
     opt_t = {}
     for i, p in enumerate(opt.param_groups[0]["params"]):
@@ -331,7 +331,7 @@ def _distill_state(out: Path, data_desc: dict, sequences, tok, head_vocab: int, 
 def _trainable_draft(target, layers: list[int], vocab_ids: torch.Tensor):
     """The draft (the target's ``layers``, head restricted to ``vocab_ids``) and its trained
     parameters: the decoder layers and the final norm."""
-    from .draft import build_draft_from_target, restrict_head
+    from .draft_model import build_draft_from_target, restrict_head
 
     draft = build_draft_from_target(target, layers)
     restrict_head(draft, vocab_ids)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .cache import atomic_folder, default_cache_dir, is_complete
+from .cache_dir import atomic_folder, default_cache_dir, is_complete
 
 _log = logging.getLogger(__name__)
 

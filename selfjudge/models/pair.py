@@ -22,8 +22,8 @@ import torch
 
 from selfjudge.builtin import DEFAULT_PAIR
 
-from .cache import atomic_folder, default_cache_dir, is_complete
-from .draft import SUBVOCAB_FILE, build_draft_from_target, restrict_head
+from .cache_dir import atomic_folder, default_cache_dir, is_complete
+from .draft_model import SUBVOCAB_FILE, build_draft_from_target, restrict_head
 from .gguf_convert import ensure_smollm2_target
 from .hf_folder import load_causal_lm as _load_hf_causal_lm
 from .hf_folder import load_tokenizer

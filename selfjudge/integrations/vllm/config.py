@@ -85,7 +85,7 @@ def options_from(additional_config: Any) -> PluginOptions | None:
 def served_target_name(model: str, cache_dir: str | os.PathLike | None = None) -> str:
     """The name a verifier for the model vLLM serves carries: the built-in pair's name when ``model``
     is the built-in target folder, else ``model`` itself."""
-    from selfjudge.models.cache import default_cache_dir
+    from selfjudge.models.cache_dir import default_cache_dir
     from selfjudge.models.gguf_convert import SMOLLM2_DIRNAME
     from selfjudge.builtin import DEFAULT_PAIR
 

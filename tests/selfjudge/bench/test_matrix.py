@@ -271,7 +271,7 @@ def test_label_oracle_configs_use_the_verifiers_tau(tiny):
 def test_hf_prompt_lookup_baseline_is_lossless_and_batch_one_only(tiny):
     """With the prompt-lookup drafter the matrix adds Hugging Face's own prompt lookup per K, the
     engine's lossless peer: it writes the target's greedy output."""
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
 
     tok, target, draft, verifier, prompts = _setup(tiny)
     cfgs = wm.make_configs([2, 3], [], {}, [], [], [], hf_baselines=True, hf_prompt_lookup=True)

@@ -259,7 +259,7 @@ def test_teacher_forced_top1_is_each_drafters_first_proposal(target, trained_hea
 
 def test_shipped_eagle_head_is_the_default_eagle_dir(tiny):
     """--drafter eagle without --eagle: the head shipped for the default pair, refused for another target."""
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
     from selfjudge.models.eagle import SHIPPED_EAGLE_DIR
 
     assert (SHIPPED_EAGLE_DIR / "config.json").is_file() and (SHIPPED_EAGLE_DIR / "model.safetensors").is_file()
@@ -270,7 +270,7 @@ def test_shipped_eagle_head_is_the_default_eagle_dir(tiny):
 @pytest.mark.default_pair
 def test_shipped_eagle_head_decodes_losslessly_on_the_default_pair():
     from selfjudge.engine import SpeculativeEngine
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
     from selfjudge.models import load_pair
 
     target, draft, tok = load_pair("smollm2-135m", drafter="model")

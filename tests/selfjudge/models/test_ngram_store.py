@@ -132,7 +132,7 @@ def test_shipped_store_loads_for_the_default_pair():
 
 
 def test_make_drafter_loads_a_store_for_prompt_lookup_only(tiny, tmp_path):
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
 
     target = tiny.llama(0, vocab_size=48)
     path = NgramStore(SEQS, max_ngram=2, min_ngram=2, min_count=1).save(tmp_path / "s.safetensors")

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from selfjudge.models import TokenizerMismatchError, load_pair
-from selfjudge.models.cache import COMPLETE_MARKER, atomic_folder, default_cache_dir, is_complete
-from selfjudge.models.draft import SubVocabHead, build_draft_from_target, restrict_head, trainable_state
+from selfjudge.models.cache_dir import COMPLETE_MARKER, atomic_folder, default_cache_dir, is_complete
+from selfjudge.models.draft_model import SubVocabHead, build_draft_from_target, restrict_head, trainable_state
 
 
 def test_default_cache_dir_env(monkeypatch, tmp_path):

@@ -114,7 +114,7 @@ def test_prompt_lookup_settings_come_from_the_record_for_the_builtin_pair(tmp_pa
     the built-in pair, the class defaults for another target; explicit lengths win; a record with
     an unknown setting is refused by name."""
     import selfjudge.models.pair as pair_mod
-    from selfjudge.engine.drafters import make_drafter
+    from selfjudge.engine.drafter_factory import make_drafter
     from selfjudge.models.pair import default_lookup
 
     record = json.loads(DEFAULT_DRAFTER_FILE.read_text())
