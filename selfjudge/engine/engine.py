@@ -25,7 +25,6 @@ Per-cycle counters are recorded by :class:`~selfjudge.engine.stats.GenerationSta
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -141,8 +140,6 @@ class SpeculativeEngine:
     ):
         self.policy = make_policy(policy, verifier=verifier, threshold=threshold, top_k=top_k,
                                   protected_token_ids=protected_token_ids)
-        # policies written before verify_kwargs took the run's temperature keep working
-        self._policy_takes_temperature = "temperature" in inspect.signature(self.policy.verify_kwargs).parameters
         if num_draft_tokens is not None and int(num_draft_tokens) < 1 and self.policy.uses_draft:
             raise ValueError(f"num_draft_tokens must be >= 1 or None (adaptive), got {num_draft_tokens}")
         if adaptive is not None and num_draft_tokens is not None:
@@ -350,7 +347,7 @@ class SpeculativeEngine:
         if min(cycle.num_draft) < k:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
         judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
-        extra = {"temperature": run.temperature} if self._policy_takes_temperature else {}
+        extra = {"temperature": run.temperature}
         if getattr(self.policy, "needs_context", False):  # a measuring policy reads each row's tokens
             extra.update(context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows],
                          num_draft=list(cycle.num_draft))

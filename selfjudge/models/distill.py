@@ -28,7 +28,7 @@ import torch
 
 from selfjudge.writes import own_files
 
-from .records import load_records, read_checkpoint, save_records, write_checkpoint
+from .records import load_records, require_checkpoint, save_records, write_checkpoint
 
 _log = logging.getLogger(__name__)
 
@@ -349,8 +349,8 @@ def _resume(out: Path, state: dict, draft, opt, params) -> list[dict]:
     """Load a checkpoint's draft tensors and optimiser moments; returns its teacher records."""
     if state["step"] == 0:
         return []
-    draft.load_state_dict(read_checkpoint(out, state, "draft", legacy="draft.safetensors"), strict=False)
-    osd = read_checkpoint(out, state, "optim", legacy="optim.safetensors")
+    draft.load_state_dict(require_checkpoint(out, state, "draft"), strict=False)
+    osd = require_checkpoint(out, state, "optim")
     for i, p in enumerate(params):
         st = {k.split(".", 1)[1]: v.to(p.device) for k, v in osd.items() if k.split(".", 1)[0] == str(i)}
         if st:
@@ -399,7 +399,7 @@ def export_draft(ckpt_dir, export_dir, dtype=torch.float16, extra: dict | None =
 
     ckpt_dir, export_dir = Path(ckpt_dir), Path(export_dir)
     state = json.loads((ckpt_dir / "state.json").read_text())
-    tensors = {k: v.to(dtype) for k, v in read_checkpoint(ckpt_dir, state, "draft", legacy="draft.safetensors").items()}
+    tensors = {k: v.to(dtype) for k, v in require_checkpoint(ckpt_dir, state, "draft").items()}
     tensors["head_vocab_ids"] = torch.tensor(state["head_vocab_ids"], dtype=torch.int32)
     export_dir.mkdir(parents=True, exist_ok=True)
     save_safetensors(tensors, export_dir / "draft.safetensors", metadata={"format": "selfjudge-draft-v1"})

@@ -36,7 +36,7 @@ import torch
 
 from selfjudge.writes import own_files
 
-from .records import load_records, read_checkpoint, save_records, write_checkpoint, write_state
+from .records import load_records, read_checkpoint, require_checkpoint, save_records, write_checkpoint, write_state
 from .eagle import DRAFT_VOCAB_FILE, EagleHead, head_config, save_eagle_head
 from .fingerprint import model_fingerprint
 
@@ -279,7 +279,7 @@ def _head_and_optimiser(out: Path, state: dict, target, lr: float, init_from):
     """``(head, trained parameters, AdamW)``: from the folder's checkpoint, else warm-started from
     ``init_from`` (an exported head folder), else new."""
     head = new_head(target)
-    saved_head = read_checkpoint(out, state, "head", legacy="head.safetensors")
+    saved_head = read_checkpoint(out, state, "head")
     if saved_head is not None:
         head.load_state_dict(saved_head, strict=False)
     elif init_from is not None:  # warm start from an exported head folder (published layout)
@@ -291,7 +291,7 @@ def _head_and_optimiser(out: Path, state: dict, target, lr: float, init_from):
         state.setdefault("init_from", str(init_from))
     params = [p for n, p in head.named_parameters() if not n.startswith("body.embed_tokens")]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, betas=(0.9, 0.95))
-    moments = read_checkpoint(out, state, "optim", legacy="optim.pt.safetensors")
+    moments = read_checkpoint(out, state, "optim")
     if moments is not None:
         for i, p in enumerate(params):
             st = {k.split(".", 1)[1]: v.to(p.device) for k, v in moments.items() if k.split(".", 1)[0] == str(i)}
@@ -338,7 +338,7 @@ def export_eagle(ckpt_dir, target, folder, extra: dict | None = None, dtype: tor
     ckpt_dir = Path(ckpt_dir)
     state = json.loads((ckpt_dir / "state.json").read_text())
     head = new_head(target, init_layer=None)
-    head.load_state_dict(read_checkpoint(ckpt_dir, state, "head", legacy="head.safetensors"), strict=False)
+    head.load_state_dict(require_checkpoint(ckpt_dir, state, "head"), strict=False)
     meta = {k: v for k, v in state.items() if k != "vocab_ids"}
     meta["vocab_size_of_draft_head"] = None if state.get("vocab_ids") is None else len(state["vocab_ids"])
     meta["target_fingerprint"] = model_fingerprint(target)  # a head reads this target's hidden states only

@@ -68,12 +68,19 @@ def write_state(out: str | Path, state: dict) -> None:
     write_json(Path(out) / STATE_FILE, state)
 
 
-def read_checkpoint(out: str | Path, state: dict, group: str, legacy: str) -> dict[str, torch.Tensor] | None:
-    """The tensors of ``group`` that ``state`` (read from ``state.json``) committed; ``legacy`` is
-    the file name runs made before :func:`write_checkpoint` used. None: no checkpoint yet."""
+def read_checkpoint(out: str | Path, state: dict, group: str) -> dict[str, torch.Tensor] | None:
+    """The tensors of ``group`` that ``state`` (read from ``state.json``) committed; None: no checkpoint yet."""
     from safetensors.torch import load_file
 
-    out = Path(out)
     name = (state.get("checkpoint") or {}).get(group)
-    path = out / name if name else out / legacy
-    return load_file(str(path)) if path.exists() else None
+    path = Path(out) / name if name else None
+    return load_file(str(path)) if path is not None and path.exists() else None
+
+
+def require_checkpoint(out: str | Path, state: dict, group: str) -> dict[str, torch.Tensor]:
+    """:func:`read_checkpoint` where the run's state says one must exist; ``ValueError`` naming the folder if not."""
+    tensors = read_checkpoint(out, state, group)
+    if tensors is None:
+        raise ValueError(f"out: {out}/state.json (step {state.get('step')}) names no committed {group!r} checkpoint "
+                         "(its files were removed, or an older version wrote it); start again with --no-resume")
+    return tensors

@@ -13,7 +13,7 @@ class RecordingPolicy(StandardPolicy):
     def __init__(self):
         self.drafts: list[list[int]] = []
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states):
+    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
         self.drafts.append(draft_token_ids[0].tolist())
         return {}
 

@@ -53,7 +53,7 @@ def trained_head(target, tmp_path_factory, tiny):
     state = train_eagle(target, text[:200], text[200:], out, pad_id=0, steps=300, batch_size=8, lr=3e-3, warmup=20,
                         noise=0.0, eval_every=100, progress=False)
     head = new_head(target, init_layer=None)
-    head.load_state_dict(read_checkpoint(out, state, "head", legacy="head.safetensors"), strict=False)
+    head.load_state_dict(read_checkpoint(out, state, "head"), strict=False)
     return head.eval(), state, out
 
 
@@ -158,7 +158,7 @@ def test_eagle_sampling_keeps_the_target_distribution(tiny, tmp_path, token_pval
     state = train_eagle(peaky, text[:100], text[100:], tmp_path, pad_id=0, steps=200, lr=3e-3, warmup=20, noise=0.0,
                         eval_every=200, progress=False)
     head = new_head(peaky, init_layer=None)
-    head.load_state_dict(read_checkpoint(tmp_path, state, "head", legacy="head.safetensors"), strict=False)
+    head.load_state_dict(read_checkpoint(tmp_path, state, "head"), strict=False)
     prompt, T, rows = [5, 7, 9, 11], 1.0, 3000
     with torch.no_grad():
         p1 = torch.softmax(peaky(torch.tensor([prompt])).logits[0, -1] / T, -1).double()

@@ -3,10 +3,11 @@ leaves the previous checkpoint whole (tensors and state of one step)."""
 
 import json
 
+import pytest
 import torch
 from safetensors.torch import save_file
 
-from selfjudge.models.records import read_checkpoint, write_checkpoint
+from selfjudge.models.records import read_checkpoint, require_checkpoint, write_checkpoint
 
 
 def test_commit_names_the_step_and_removes_older_files(tmp_path):
@@ -16,7 +17,7 @@ def test_commit_names_the_step_and_removes_older_files(tmp_path):
     assert state["checkpoint"] == {"head": "head-00000002.safetensors", "optim": "optim-00000002.safetensors"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["head-00000002.safetensors", "optim-00000002.safetensors",
                                                          "state.json"]
-    assert torch.equal(read_checkpoint(tmp_path, state, "head", legacy="head.safetensors")["w"], torch.full((2,), 2.0))
+    assert torch.equal(read_checkpoint(tmp_path, state, "head")["w"], torch.full((2,), 2.0))
 
 
 def test_a_kill_before_the_commit_keeps_the_previous_step(tmp_path):
@@ -26,12 +27,15 @@ def test_a_kill_before_the_commit_keeps_the_previous_step(tmp_path):
     (tmp_path / "state.json.tmp").write_text('{"step": 2, "chec')  # torn temporary
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["step"] == 1
-    assert torch.equal(read_checkpoint(tmp_path, state, "head", legacy="head.safetensors")["w"], torch.ones(2))
+    assert torch.equal(read_checkpoint(tmp_path, state, "head")["w"], torch.ones(2))
     write_checkpoint(tmp_path, {"head": {"w": torch.full((2,), 3.0)}}, {"step": 3})  # the resumed run commits
     assert not (tmp_path / "head-00000002.safetensors").exists()
 
 
-def test_legacy_layout_is_read(tmp_path):
+def test_a_file_the_state_does_not_name_is_not_read(tmp_path):
+    """Only what ``state.json`` committed is a checkpoint: a stray file of the group's old name is ignored."""
     save_file({"w": torch.ones(3)}, str(tmp_path / "head.safetensors"))
-    assert torch.equal(read_checkpoint(tmp_path, {"step": 5}, "head", legacy="head.safetensors")["w"], torch.ones(3))
-    assert read_checkpoint(tmp_path, {"step": 0}, "optim", legacy="optim.safetensors") is None
+    assert read_checkpoint(tmp_path, {"step": 5}, "head") is None
+    assert read_checkpoint(tmp_path, {"step": 0}, "optim") is None
+    with pytest.raises(ValueError, match=r"step 5\) names no committed 'head' checkpoint.*--no-resume"):
+        require_checkpoint(tmp_path, {"step": 5}, "head")

@@ -28,8 +28,8 @@ def test_resume_equals_uninterrupted(tmp_path, tiny):
     assert state_b["step"] == 2 and state_b["n_records"] == 2
     resumed = _run(target_dir, tmp_path / "b", 4, seqs)
     assert straight["step"] == resumed["step"] == 4 and resumed["next_seq"] == 4
-    a = read_checkpoint(tmp_path / "a", straight, "draft", legacy="draft.safetensors")
-    b = read_checkpoint(tmp_path / "b", resumed, "draft", legacy="draft.safetensors")
+    a = read_checkpoint(tmp_path / "a", straight, "draft")
+    b = read_checkpoint(tmp_path / "b", resumed, "draft")
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6)
