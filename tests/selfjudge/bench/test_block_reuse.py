@@ -1,0 +1,129 @@
+"""A finished bench block is reused only when it was measured with the same settings (prompts, drafter
+and its n-gram lengths, the verifier file's digest); committed blocks stay reusable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+
+def test_bench_refuses_a_block_measured_with_other_settings():
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
+    old = {"max_new_tokens": 256, "prompt_ids": ["gsm8k/0", "gsm8k/1", "gsm8k/2"],
+           "verifiers": {"SelfJudge": "/elsewhere/smollm2-135m-gsm8k-selfjudge.safetensors"}, "drafter": None}
+    now = block_settings(spec, "gsm8k", {"SelfJudge": "/here/smollm2-135m-gsm8k-selfjudge.safetensors"},
+                         ["gsm8k/0", "gsm8k/1"])
+    stale = stale_settings(old, now)
+    assert any(s.startswith("max_new_tokens=256") for s in stale) and any(s.startswith("prompt_ids") for s in stale)
+    assert not any(s.startswith("verifiers") or s.startswith("drafter") for s in stale)  # same file, default drafter
+    assert stale_settings({**old, **now}, now) == []
+    assert "timing_rounds" not in old and not any(s.startswith("timing_rounds") for s in stale)  # default: 1
+    repeated = block_settings(MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", timing_rounds=2),
+                              "gsm8k", {}, ["gsm8k/0", "gsm8k/1"])
+    assert [s for s in stale_settings({**old, **now}, repeated) if s.startswith("timing_rounds=1")]
+    with pytest.raises(ValueError, match="timing_rounds"):
+        MatrixSpec(tasks=["gsm8k"], timing_rounds=0)
+
+
+def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_path):
+    """A prompt-lookup block written before the n-gram setting was recorded counts as n-grams 3
+    to 1, so a run with other lengths refuses to reuse it; a draft-model block carries none."""
+    import selfjudge.models.pair as pair_mod
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    record = json.loads(pair_mod.DEFAULT_DRAFTER_FILE.read_text())
+    fake = tmp_path / "default.json"
+    monkeypatch.setattr(pair_mod, "DEFAULT_DRAFTER_FILE", fake)
+    spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup")
+    old = {"max_new_tokens": 32, "prompt_ids": ["gsm8k/0"], "verifiers": {}, "drafter": "prompt-lookup"}
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 2}}))
+    now = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert now["lookup"] == {"max_ngram": 3, "min_ngram": 2}
+    assert [s for s in stale_settings(old, now) if s.startswith("lookup")]
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1}}))
+    assert stale_settings(old, block_settings(spec, "gsm8k", {}, ["gsm8k/0"])) == []
+    model = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
+    assert block_settings(model, "gsm8k", {}, ["gsm8k/0"])["lookup"] is None
+    # a record with an n-gram store: its fingerprint joins the settings; blocks without one are stale
+    from selfjudge.models.ngram_store import NgramStore
+
+    store = NgramStore([[5, 6, 7, 5, 6, 8]], min_count=1)
+    store.save(tmp_path / "store.safetensors")
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1, "store": "store.safetensors"}}))
+    with_store = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert with_store["lookup"] == {"max_ngram": 3, "min_ngram": 1, "store": store.fingerprint()}
+    assert [s for s in stale_settings(old, with_store) if s.startswith("lookup")]
+    assert stale_settings({**old, **with_store}, with_store) == []
+    without = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup",
+                         lookup_store="none")
+    assert stale_settings(old, block_settings(without, "gsm8k", {}, ["gsm8k/0"])) == []
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1, "store": "store.safetensors",
+                                                     "store_min_accepted": 1.0}}))
+    assert pair_mod.default_lookup(16).store_min_accepted == 1.0 and pair_mod.default_lookup(16).store is not None
+    gated = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
+    assert gated["lookup"]["store_min_accepted"] == 1.0 and stale_settings({**old, **with_store}, gated)
+
+
+def test_committed_default_drafter_blocks_match_the_default_record():
+    """The README's default-drafter harness (bench/results/rules-default) was measured with the
+    n-gram lengths the default record gives today, without an n-gram store (the store came after;
+    the README says so): a changed record must come with a rerun."""
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    root = Path(__file__).resolve().parents[3] / "bench" / "results" / "rules-default" / "blocks"
+    paths = sorted(root.glob("*.json"))
+    assert paths
+    for path in paths:
+        block = json.loads(path.read_text())
+        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
+                          device="cpu", drafter=block["drafter"], rules=block["rules"], lookup_store="none")
+        now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
+        assert stale_settings(block, now) == [], path
+
+
+def test_bench_unknown_threshold_name_is_an_error():
+    from selfjudge.bench.matrix import make_configs
+    from selfjudge.judge import Verifier
+
+    v = Verifier(weight=torch.zeros(4), bias=0.0, thresholds={"F": 0.1, "R": 0.2})
+    assert [c.threshold for c in make_configs([4], [], {"SelfJudge": v}, ["F", "0.5"], [], [4]) if c.threshold] == ["F", "0.5"]
+    with pytest.raises(ValueError, match="Fx"):
+        make_configs([4], [], {"SelfJudge": v}, ["F", "Fx"], [], [4])
+
+
+def test_committed_bench_blocks_are_still_reusable():
+    """The README's measured blocks, read with the settings that made them, are not stale."""
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    root = Path(__file__).resolve().parents[3] / "bench" / "results" / "wallclock" / "blocks"
+    for path in sorted(root.glob("*.json")):
+        block = json.loads(path.read_text())
+        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
+                          device="cpu")
+        now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
+        assert stale_settings(block, now) == [], path
+
+
+def test_bench_refuses_a_block_whose_verifier_was_retrained_under_the_same_name(tmp_path):
+    """Blocks record each verifier's digest: a file retrained under the same name is another
+    verifier, so its old block is stale; a block written before digests were recorded is not."""
+    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
+
+    spec = MatrixSpec(tasks=["gsm8k"], limit=1, max_new_tokens=32, device="cpu")
+    verifier = tmp_path / "smollm2-135m-gsm8k-autojudge.safetensors"
+    verifier.write_bytes(b"first training")
+    written = block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])
+    assert len(written["verifier_sha256"]["AutoJudge"]) == 16
+    assert stale_settings(written, block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])) == []
+    verifier.write_bytes(b"retrained on more prompts")
+    now = block_settings(spec, "gsm8k", {"AutoJudge": str(verifier)}, ["gsm8k/0"])
+    assert [s for s in stale_settings(written, now) if s.startswith("verifier_sha256")]
+    legacy = {k: v for k, v in written.items() if k != "verifier_sha256"}
+    assert stale_settings(legacy, now) == []
+    elsewhere = block_settings(spec, "gsm8k", {"AutoJudge": str(tmp_path / "gone" / verifier.name)}, ["gsm8k/0"])
+    assert elsewhere["verifier_sha256"] == {"AutoJudge": None} and stale_settings(written, elsewhere) == []
