@@ -103,7 +103,8 @@ def m_at_fidelity(rows: list[dict[str, Any]], family: str, K: int, y: str = "sem
 
 
 def target_table(blocks: list[dict[str, Any]], floor: float = 0.97) -> str:
-    """Issue 13's second target: each method's m at semantic fidelity >= ``floor``, against standard SD's."""
+    """Each method's m at semantic fidelity >= ``floor``, against standard SD's: what a lossy method gains
+    at a quality a user would accept."""
     lines = [f"| task | batch | K | method | m at semantic >= {floor} | × standard m |", "|---|---|---|---|---|---|"]
     for b in blocks:
         if not _has(b["rows"], "semantic_fidelity"):

@@ -1,7 +1,7 @@
 """A store of the target's own n-grams: prompt lookup's fallback when the context has no match.
 
 Prompt lookup copies from prompt + output, so it proposes nothing where the text is new
-(about 28 % of the default pair's positions on held-out target text). A small target
+(a large share of positions on held-out target text: ``bench/results/drafters.md``). A small target
 writes the same phrases across answers ("To find the total, we need to"), so the
 tokens that followed an n-gram in the target's own responses to *other* prompts are a
 cheap guess there, as in retrieval-based drafting (REST) and SGLang's n-gram cache. The
