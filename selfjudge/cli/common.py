@@ -66,7 +66,7 @@ def non_negative_int(text: str) -> int:
 
 
 def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--limit 0`` is refused rather than read as "no limit")."""
+    """argparse type: an integer >= 1 (``--limit 0`` is a one-line error naming the option, never a run)."""
     return _int_at_least(text, 1)
 
 
