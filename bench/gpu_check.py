@@ -104,7 +104,7 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
     import torch
 
     from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import verify_triton_padded
+    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
 
     K = 4
     g = torch.Generator(device=device).manual_seed(1)
@@ -123,8 +123,8 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
                 for chunk in (None, 4 * bv, 16 * bv):
                     row = {"mode": mode, "BLOCK_V": bv, "num_warps": nw, "chunk": chunk or "auto"}
                     try:
-                        us = bench(verify_triton_padded(*args, all_greedy=greedy, return_launch=True, block_v=bv,
-                                                        num_warps=nw, chunk=chunk))
+                        us = bench(prepare_verify_launch_padded(*args, all_greedy=greedy, block_v=bv, num_warps=nw,
+                                                               chunk=chunk).run)
                         row.update(kernel_us=us, GBps_logits_once=logits.numel() * 2 / (us * 1e-6) / 1e9)
                     except Exception as exc:  # e.g. out of resources
                         row["error"] = repr(exc)[:300]
@@ -137,7 +137,7 @@ def check_verify(args) -> dict:
 
     from selfjudge.kernels.verify import verify
     from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import verify_triton_padded
+    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
 
     dry = args.dry_run
     device = "cpu" if dry else "cuda"
@@ -177,9 +177,9 @@ def check_verify(args) -> dict:
             greedy = torch.full((B,), temp == 0.0, device=device)
             launch_args = (drafts, n, logits, q, inv_t, greedy, None if temp == 0 else u, None if temp == 0 else e,
                            None, None, None, 0.0, None)
-            row["kernel_us"] = bench(verify_triton_padded(*launch_args, all_greedy=temp == 0.0, return_launch=True))
-            row["fused_kernel_us"] = bench(verify_triton_padded(*launch_args, all_greedy=temp == 0.0,
-                                                                return_launch=True, split=False))
+            row["kernel_us"] = bench(prepare_verify_launch_padded(*launch_args, all_greedy=temp == 0.0).run)
+            row["fused_kernel_us"] = bench(prepare_verify_launch_padded(*launch_args, all_greedy=temp == 0.0,
+                                                                       split=False).run)
             row["op_us"] = bench(lambda: verify(drafts, n, logits, q, backend="triton", **kw))
             row["twin_us"] = bench(lambda: verify(drafts, n, logits, q, backend="torch", **kw))
             logit_bytes = logits.numel() * logits.element_size()

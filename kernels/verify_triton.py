@@ -13,6 +13,7 @@ same arguments as :func:`verify_triton_padded`.
 from __future__ import annotations
 
 import os
+from typing import Callable, NamedTuple
 
 import torch
 import triton
@@ -30,7 +31,28 @@ def _block_v(V: int) -> int:
     return max(16, min(triton.next_power_of_2(V), cap))
 
 
-def verify_triton(
+class VerifyLaunch(NamedTuple):
+    """The verify kernels bound to prepared input and output buffers: ``run()`` launches them
+    (again, for timing without the wrapper), ``finish()`` returns the outputs of the last run as
+    :func:`verify_triton` does."""
+
+    run: Callable[[], None]
+    finish: Callable[[], tuple]
+
+
+def verify_triton(*args, **kwargs) -> tuple:
+    """Launch the verify kernels on flattened inputs (:func:`prepare_verify_launch`'s arguments).
+
+    Returns ``(output_token_ids [B, K_max+1] int64, num_accepted [B] int64,
+    align_accepted [B, K_max] bool, judge_accepted [B, K_max] bool,
+    judge_logits [B, K_max] fp32 | None)``.
+    """
+    launch = prepare_verify_launch(*args, **kwargs)
+    launch.run()
+    return launch.finish()
+
+
+def prepare_verify_launch(
     draft_flat: torch.Tensor,  # [T] int64
     tok_start: torch.Tensor,  # [B] int64
     num_draft: torch.Tensor,  # [B] int64 in [0, K_max]
@@ -53,14 +75,13 @@ def verify_triton(
     unit_scale: bool = False,
     block_v: int | None = None,
     num_warps: int | None = None,
-    return_launch: bool = False,
     logits_batch_stride: int = 0,
     fly: tuple[int, float, int] | None = None,
     phi_weight: torch.Tensor | None = None,  # [F] fp32
     split: bool | None = None,
     chunk: int | None = None,
-):
-    """Launch the verify kernels on flattened inputs.
+) -> VerifyLaunch:
+    """Prepare the verify kernels' launch on flattened inputs.
 
     ``split``: None (default) runs the split-vocabulary kernels unless ``fly`` is set, which
     needs the fused kernel; False forces the fused kernel. ``chunk`` (split only): vocabulary
@@ -73,20 +94,15 @@ def verify_triton(
 
     ``logits_batch_stride`` (padded form): logits row of (b, i) is
     ``b * logits_batch_stride + (logit_start[b] + i) * row_stride``.
-    ``return_launch=True`` returns a function of no arguments that runs the kernels on the
-    prepared buffers instead of launching, so they can be timed without the wrapper.
-
-    Returns ``(output_token_ids [B, K_max+1] int64, num_accepted [B] int64,
-    align_accepted [B, K_max] bool, judge_accepted [B, K_max] bool,
-    judge_logits [B, K_max] fp32 | None)``.
     """
     B = num_draft.shape[0]
     V = logits_rows.shape[1]
     device = logits_rows.device
     if B == 0:
         e = torch.empty(0, K_max, device=device)
-        return (torch.empty(0, K_max + 1, dtype=torch.int64, device=device), torch.empty(0, dtype=torch.int64, device=device),
-                e.bool(), e.bool(), e if judge_weight is not None else None)
+        empty = (torch.empty(0, K_max + 1, dtype=torch.int64, device=device), torch.empty(0, dtype=torch.int64, device=device),
+                 e.bool(), e.bool(), e if judge_weight is not None else None)
+        return VerifyLaunch(run=lambda: None, finish=lambda: empty)
     if logits_rows.stride(1) != 1:
         logits_rows = logits_rows.contiguous()
     has_q = draft_probs_rows is not None
@@ -147,12 +163,11 @@ def verify_triton(
         for kernel, grid, args, meta in launches:
             kernel[grid](*args, **meta)
 
-    if return_launch:
-        return run  # bench/gpu_check.py times the bare kernels
-    run()
-    align = align[:, :K_max].view(torch.bool)
-    jacc = jacc[:, :K_max].view(torch.bool)
-    return out, num_acc, align, jacc, (jlog[:, :K_max] if has_judge else None)
+    def finish():
+        return (out, num_acc, align[:, :K_max].view(torch.bool), jacc[:, :K_max].view(torch.bool),
+                jlog[:, :K_max] if has_judge else None)
+
+    return VerifyLaunch(run=run, finish=finish)
 
 
 def verify_triton_padded(
@@ -172,8 +187,34 @@ def verify_triton_padded(
     *,
     all_greedy: bool,
     **launch,
-):
+) -> tuple:
     """Padded layout -> flattened views (no copy when contiguous) -> :func:`verify_triton`."""
+    launch_ = prepare_verify_launch_padded(
+        draft, num_draft, target_logits, draft_probs, inv_t, greedy, uniforms, exponentials, hidden_states,
+        judge_weight, bias, threshold, relaxed_accept, all_greedy=all_greedy, **launch)
+    launch_.run()
+    return launch_.finish()
+
+
+def prepare_verify_launch_padded(
+    draft: torch.Tensor,  # [B, K] int64
+    num_draft: torch.Tensor,  # [B] int64
+    target_logits: torch.Tensor,  # [B, K+1, V] float
+    draft_probs: torch.Tensor | None,  # [B, K, V] float
+    inv_t: torch.Tensor,  # [B] fp32
+    greedy: torch.Tensor,  # [B] bool
+    uniforms: torch.Tensor | None,  # [B, K] fp64
+    exponentials: torch.Tensor | None,  # [B, V] fp32
+    hidden_states: torch.Tensor | None,  # [B, K, H]
+    judge_weight: torch.Tensor | None,  # [H]
+    bias: torch.Tensor | None,  # [B] fp32
+    threshold: float,
+    relaxed_accept: torch.Tensor | None,  # [B, K] bool, or int8 override (1 accept, -1 forbid, 0 none)
+    *,
+    all_greedy: bool,
+    **launch,
+) -> VerifyLaunch:
+    """:func:`prepare_verify_launch` for the padded layout (``bench/gpu_check.py`` times its ``run``)."""
     B, K = draft.shape
     V = target_logits.shape[-1]
     device = target_logits.device
@@ -182,7 +223,7 @@ def verify_triton_padded(
     if target_logits.stride(2) != 1:
         target_logits = target_logits.contiguous()
     logits_rows = target_logits[0] if B > 0 else target_logits.reshape(0, V)  # [K+1, V] view: base pointer, row stride
-    return verify_triton(
+    return prepare_verify_launch(
         draft.reshape(B * K),
         ar * K,
         num_draft.clamp(0, K),

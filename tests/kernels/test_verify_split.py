@@ -116,3 +116,21 @@ def test_fly_needs_the_fused_kernel():
         verify_triton_padded(*args, split=True, fly=(1, 0.3, 3), **kw)
     out = verify_triton_padded(*args, fly=(1, 0.3, 3), **kw)  # default: the fused kernel
     assert_same(native_verify(*args, any_greedy=True, unit_scale=False, fly=(1, 0.3, 3), **kw), out, "fly")
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_a_prepared_launch_reruns_on_its_buffers_and_finishes_like_the_op(split):
+    """``prepare_verify_launch_padded`` launches nothing until ``run``; rerunning it (as the GPU timer does)
+    rewrites the same outputs, and ``finish`` equals a plain ``verify_triton_padded`` call."""
+    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
+
+    case = make(5, 3, 100, seed=3)
+    args, kw = args_for(case, MODES["judge_phi_sample"])
+    launch = prepare_verify_launch_padded(*args, split=split, block_v=16, **kw)
+    before = launch.finish()[0].clone()
+    assert (before == -1).all()  # prepared, not yet launched: the output still holds its placeholder fill
+    launch.run()
+    first = [t.clone() if t is not None else None for t in launch.finish()]
+    launch.run()
+    assert_same(first, launch.finish(), ("rerun", split))
+    assert_same(verify_triton_padded(*args, split=split, block_v=16, **kw), first, ("op", split))
