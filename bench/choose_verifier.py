@@ -52,7 +52,7 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
     if len(shared) < 2:
         raise ValueError(f"candidates: the blocks share {len(shared)} prompts with the rules block; need >= 2")
     rule_rows = _rows(rules, shared, RULE_FAMILIES)
-    out: dict[str, Any] = {"prompts": shared, "candidates": {}}
+    out: dict[str, Any] = {"prompts": shared, "split": rules.get("split", "val"), "candidates": {}}
     for name, block in candidates.items():
         rows = _rows(block, shared, ("standard", "SelfJudge")) + rule_rows
         K = min(r["K"] for r in rows if r["K"])
@@ -95,7 +95,8 @@ def markdown(result: dict[str, Any]) -> str:
     if "tasks" in result:
         return "\n".join(f"## {task}\n\n{markdown(res)}" for task, res in result["tasks"].items()) + \
             f"\nChosen over the tasks' worst gaps: **{result['winner']}**\n"
-    lines = [f"{len(result['prompts'])} validation prompts; gap = SelfJudge's envelope minus the rule's "
+    split = {"val": "validation", "eval": "evaluation"}.get(result.get("split", "val"), result.get("split"))
+    lines = [f"{len(result['prompts'])} {split} prompts; gap = SelfJudge's envelope minus the rule's "
              "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
              "| candidate | vs relaxed top-N | vs FLy | min gap (relaxed / FLy) | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
              "|---|---|---|---|---|"]
