@@ -10,7 +10,8 @@ from __future__ import annotations
 import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_options import VerifyOutput, fly_options, noise_for, phi_weight_for, prepare_inputs, unit_scale_of
+from .verify_options import (PreparedInputs, VerifyOutput, fly_options, noise_for, phi_weight_for, prepare_inputs,
+                             unit_scale_of)
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
@@ -140,27 +141,44 @@ def verify_flat(
     if max_spec_len < 0:
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
-    triton = use_triton(backend, device)
-    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
-        target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
-        judge_blocked, (T,), B)
+    prep = prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
+                          relaxed_accept, judge_blocked, (T,), B)
     fly = fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
     phi_w = phi_weight_for(judge_phi_weight, judge_weight, device)
-    u, e = noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator)
-
-    n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
-    n = n.clamp(0, K)
-    if triton:
+    u, e = noise_for(prep.all_greedy, noise, B, K, V, device, seed, offset, generator)
+    if use_triton(backend, device):
         from .verify_triton import verify_triton
 
+        n = flat_to_padded_index(cu_num_draft_tokens, K)[0].clamp(0, K)
         start = torch.cat([n.new_zeros(1), cu_num_draft_tokens.long()[:-1]])
-        out = verify_triton(
+        return VerifyOutput(*verify_triton(
             draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
-            draft_probs, inv_t, greedy, u, e, hidden_states, judge_weight, bias, thr, override,
-            K_max=K, all_greedy=all_greedy, fly=fly, phi_weight=phi_w)
-        return VerifyOutput(*out)
+            draft_probs, prep.inv_temperature, prep.greedy, u, e, hidden_states, judge_weight, prep.judge_bias,
+            prep.judge_threshold, prep.override, K_max=K, all_greedy=prep.all_greedy, fly=fly, phi_weight=phi_w))
+    return _flat_on_the_twin(draft_token_ids, cu_num_draft_tokens, target_logits, draft_probs, hidden_states,
+                             judge_weight, K, prep, (u, e), fly, phi_w, unit_scale_of(temperature))
 
-    # torch: gather into the padded layout (one copy of the logits; greedy: of their argmax) and run the twin
+
+def _flat_on_the_twin(
+    draft_token_ids: torch.Tensor,  # [T] int
+    cu_num_draft_tokens: torch.Tensor,  # [B] int, sanitized
+    target_logits: torch.Tensor,  # [T+B, V] float
+    draft_probs: torch.Tensor | None,  # [T, V] float
+    hidden_states: torch.Tensor | None,  # [T, H]
+    judge_weight: torch.Tensor | None,  # [H]
+    K: int,
+    prep: PreparedInputs,
+    noise: tuple,  # ([B, K] uniforms, [B, V] exponentials) or (None, None)
+    fly: tuple[int, float, int] | None,
+    phi_w: torch.Tensor | None,  # [F]
+    unit_scale: bool,
+) -> VerifyOutput:
+    """The flat layout gathered into the padded one (one copy of the logits; greedy: of their
+    argmax) and run on the PyTorch twin."""
+    T, V = draft_token_ids.shape[0], target_logits.shape[1]
+    B, device = cu_num_draft_tokens.shape[0], target_logits.device
+    n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
+    n = n.clamp(0, K)
     tok_c = tok_idx.clamp(0, max(T - 1, 0))  # [B, K]
 
     def padded(rows, fill):  # [T, ...] -> [B, K, ...], ``fill`` past each request's drafts
@@ -171,21 +189,18 @@ def verify_flat(
         mask = tok_valid.view(B, K, *([1] * (rows.dim() - 1)))
         return torch.where(mask, rows[tok_c], torch.full((), fill, dtype=rows.dtype, device=device))
 
-    draft = padded(draft_token_ids.long(), 0)  # [B, K]
     rows = logit_idx.clamp(0, T + B - 1)  # [B, K+1]
     stats = None
-    if all_greedy and fly is None and phi_w is None:
+    if prep.all_greedy and fly is None and phi_w is None:
         # greedy reads each position's maximum only: reduce the flat rows, gather [B, K+1] of them
         maxval, amax = torch.max(target_logits, -1)  # [T+B] (NaN propagates into maxval)
         stats = (torch.isfinite(maxval)[rows], amax[rows], None)
         logits = target_logits[0].expand(B, K + 1, V)  # [B, K+1, V] view: only its shape is read
     else:
         logits = target_logits[rows]  # [B, K+1, V]
-    q = padded(draft_probs, 0)  # [B, K, V]
-    hidden = padded(hidden_states, 0)  # [B, K, H]
-    relaxed = padded(override, 0)  # [B, K] bool or int8
     out = native_verify(
-        draft, n, logits, q, inv_t, greedy, u, e, hidden, judge_weight, bias, thr, relaxed,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale_of(temperature), fly=fly, phi_weight=phi_w,
-        position_stats=stats)
+        padded(draft_token_ids.long(), 0), n, logits, padded(draft_probs, 0), prep.inv_temperature, prep.greedy,
+        *noise, padded(hidden_states, 0), judge_weight, prep.judge_bias, prep.judge_threshold,
+        padded(prep.override, 0), all_greedy=prep.all_greedy, any_greedy=prep.any_greedy, unit_scale=unit_scale,
+        fly=fly, phi_weight=phi_w, position_stats=stats)
     return VerifyOutput(*out)
