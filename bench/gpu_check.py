@@ -57,16 +57,9 @@ def _timer(dry: bool):
 
         return lambda fn: triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
 
-    def wall(fn, reps=3):
-        fn()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return sorted(ts)[len(ts) // 2] * 1e6
+    from selfjudge.timing import median_ms
 
-    return wall
+    return lambda fn: median_ms(fn, repeats=3) * 1e3
 
 
 # ------------------------------------------------------------------ verify

@@ -170,30 +170,12 @@ def prepare_verify_launch(
     return VerifyLaunch(run=run, finish=finish)
 
 
-def verify_triton_padded(
-    draft: torch.Tensor,  # [B, K] int64
-    num_draft: torch.Tensor,  # [B] int64
-    target_logits: torch.Tensor,  # [B, K+1, V] float
-    draft_probs: torch.Tensor | None,  # [B, K, V] float
-    inv_t: torch.Tensor,  # [B] fp32
-    greedy: torch.Tensor,  # [B] bool
-    uniforms: torch.Tensor | None,  # [B, K] fp64
-    exponentials: torch.Tensor | None,  # [B, V] fp32
-    hidden_states: torch.Tensor | None,  # [B, K, H]
-    judge_weight: torch.Tensor | None,  # [H]
-    bias: torch.Tensor | None,  # [B] fp32
-    threshold: float,
-    relaxed_accept: torch.Tensor | None,  # [B, K] bool, or int8 override (1 accept, -1 forbid, 0 none)
-    *,
-    all_greedy: bool,
-    **launch,
-) -> tuple:
-    """Padded layout -> flattened views (no copy when contiguous) -> :func:`verify_triton`."""
-    launch_ = prepare_verify_launch_padded(
-        draft, num_draft, target_logits, draft_probs, inv_t, greedy, uniforms, exponentials, hidden_states,
-        judge_weight, bias, threshold, relaxed_accept, all_greedy=all_greedy, **launch)
-    launch_.run()
-    return launch_.finish()
+def verify_triton_padded(*args, **kwargs) -> tuple:
+    """Padded layout -> flattened views (no copy when contiguous) -> the verify kernels
+    (:func:`prepare_verify_launch_padded`'s arguments; returns what :func:`verify_triton` does)."""
+    launch = prepare_verify_launch_padded(*args, **kwargs)
+    launch.run()
+    return launch.finish()
 
 
 def prepare_verify_launch_padded(
