@@ -137,7 +137,7 @@ def _read_inputs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> tuple
 def _write_merged(folder: Path, rules: dict, cands: dict, result: dict[str, Any]) -> None:
     """Each candidate's blocks with the rules' rows on the shared prompts: a bench folder per candidate."""
     for task, rule_block in rules.items():
-        shared = (result["tasks"][task] if "tasks" in result else result)["prompts"]
+        shared = result["tasks"][task]["prompts"]
         for name, blocks in cands.items():
             out = folder / name / "blocks"
             out.mkdir(parents=True, exist_ok=True)
@@ -160,10 +160,10 @@ def main(argv: list[str] | None = None) -> None:
         result = compare_tasks(rules, cands)
     except ValueError as e:
         ap.error(str(e))
-    if len(rules) == 1:
-        result = next(iter(result["tasks"].values()))
     if args.merged:
         _write_merged(Path(args.merged), rules, cands, result)
+    if len(rules) == 1:
+        result = next(iter(result["tasks"].values()))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1))

@@ -95,8 +95,7 @@ def run_block(
     acc = _run_passes(engines, configs, groups, prompts, max_new_tokens, timing_rounds,
                       desc=f"{scorer.name} batch {batch}", progress=progress)
     ref = acc[configs[0].key]["outputs"]
-    tps = {c.key: sum(acc[c.key]["group_tokens"]) / sum(acc[c.key]["group_wall"]) if sum(acc[c.key]["group_wall"]) > 0
-           else float("nan") for c in configs}
+    tps = {c.key: _tokens_per_s(acc[c.key]) for c in configs}
     standard = {(c.K, c.adaptive): tps[c.key] for c in configs if c.name in ("standard", "standard" + ADAPTIVE)}
     rows = []
     for c in configs:
@@ -110,6 +109,12 @@ def run_block(
         per_prompt = {**quality.pop("per_prompt"), **engine.pop("per_prompt")}
         rows.append({**row, **engine, **quality, "per_prompt": per_prompt})
     return rows
+
+
+def _tokens_per_s(a: dict[str, Any]) -> float:
+    """Tokens per second over every timing round of every prompt group."""
+    wall = sum(a["group_wall"])
+    return sum(a["group_tokens"]) / wall if wall > 0 else float("nan")
 
 
 def _run_passes(engines: dict[str, Any], configs: Sequence[Config], groups: list[list[int]], prompts: Sequence[str],
