@@ -104,16 +104,21 @@ class RaggedCache:
         input_valid: torch.Tensor,  # [B, S] bool, each row's valid columns first
         *,
         output_hidden_states: bool = False,
+        counts: list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`feed` of S columns per row, computing only the valid ones (see
-        :mod:`selfjudge.engine.packed`): the cache ends as :meth:`feed` leaves it. Returns
-        ``logits`` [B, S, V] and, with ``output_hidden_states``, the final-norm states [B, S, H],
-        zero at the invalid columns."""
+        :mod:`selfjudge.engine.packed`): the cache ends as :meth:`feed` leaves it. ``counts``: each
+        row's valid columns on the host, if the caller has them (else read from ``input_valid``).
+        Returns ``logits`` [B, S, V] and, with ``output_hidden_states``, the final-norm states
+        [B, S, H], zero at the invalid columns."""
         from selfjudge.engine.packed import PACKING_KWARG, PackedCacheView, packed_attention_for
 
         if self.decoder_only:
             raise ValueError("feed_packed: needs the full model (the cache was made decoder_only)")
         B, S = input_ids.shape
+        counts = [int(n) for n in (counts if counts is not None else input_valid.sum(1).tolist())]
+        if len(counts) != B or min(counts) < 1:
+            raise ValueError(f"feed_packed: counts must give each of the {B} rows >= 1 valid column, got {counts}")
         rows, cols = input_valid.nonzero(as_tuple=True)  # [N] each, row-major
         pos = (self.next_pos[:, None] + input_valid.long().cumsum(1) - 1).clamp_min(0)  # [B, S]
         mask = torch.cat([self.valid, input_valid], dim=1)  # [B, L+S]
@@ -124,7 +129,7 @@ class RaggedCache:
             out = self.model(input_ids=input_ids[rows, cols][None], attention_mask=(mask[:, None, :] & causal)[:, None],
                              position_ids=pos[rows, cols][None], use_cache=True, logits_to_keep=int(rows.numel()),
                              output_hidden_states=output_hidden_states,
-                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S)})
+                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S, counts)})
         self.valid = mask
         self.next_pos = self.next_pos + input_valid.sum(1)
         logits = out.logits.new_zeros(B, S, out.logits.shape[-1])

@@ -113,9 +113,9 @@ class SpeculativeEngine:
         adaptive: the controller of adaptive speculation (default: one with
             ``max_draft_tokens`` that measures, or reads from its cache, this machine's cost
             profile on the first ``generate``); only with ``num_draft_tokens=None``.
-        packed_verify: when rows verify different numbers of drafts, the target computes only
-            each row's own positions (:mod:`selfjudge.engine.packed`); False: every row is
-            padded to the widest (for models whose attention layers the packed path cannot drive).
+        packed_verify: the verify forward computes only each row's own positions, as one packed
+            sequence (:mod:`selfjudge.engine.packed`); False: every row is padded to the widest
+            (for models whose attention layers the packed path cannot drive).
     """
 
     def __init__(
@@ -328,10 +328,11 @@ class SpeculativeEngine:
         policy or the drafter needs them, the final hidden states of those positions [B, k'+1, H]."""
         fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
         needs_hidden = self.policy.needs_hidden or self._drafter_needs_hidden
-        if self.packed_verify and min(cycle.num_draft) < draft_ids.shape[1]:  # rows pay for their own drafts only
+        if self.packed_verify:  # rows pay for their own drafts only
             counts = torch.tensor(cycle.num_draft, device=self.device) + 1  # [B]
             valid = torch.arange(fed.shape[1], device=self.device)[None] < counts[:, None]  # [B, k'+1]
-            logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden)
+            logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden,
+                                                            counts=[n + 1 for n in cycle.num_draft])
         else:
             out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
             logits, hidden = out.logits, (out.hidden_states[-1] if needs_hidden else None)

@@ -6,10 +6,9 @@ A verify forward over B rows of which some propose fewer drafts than others is p
 (N = sum n_b), so the projections and MLP cost N positions. Attention is the one part that
 needs the rows apart: each layer's new keys and values are scattered into the ragged cache's
 padded ``[B, heads, L + S, head_dim]`` layout (the cache stays as it is, so rollback and
-compaction are unchanged), and the queries are scattered into ``[B, heads, S, head_dim]`` for
-one batched scaled-dot-product attention under the usual ragged mask, then gathered back.
-Attention is a small share of a decode forward at these lengths; the rest shrinks from B·S to
-N positions (on this CPU one row proposing 3 drafts of 8 rows: 145 ms instead of 231 ms).
+compaction are unchanged), and attention runs for the real queries only, each over its own
+row's keys under the usual ragged mask (:func:`packed_attention`). So the projections, the
+MLP, the LM head and attention all cost N positions, not B·S.
 
 Works for Hugging Face decoder models whose attention layers call ``cache.update`` and the
 attention function named by ``config._attn_implementation`` (Llama, Qwen2/3, Mistral, ...):
@@ -27,20 +26,42 @@ from transformers import AttentionInterface
 __all__ = ["PACKED_ATTENTION", "PACKING_KWARG", "packed_attention", "PackedCacheView", "packed_attention_for"]
 
 PACKED_ATTENTION = "selfjudge_packed"
-PACKING_KWARG = "selfjudge_packing"  # (rows [N], cols [N], S): where each packed token sits in [B, S]
+PACKING_KWARG = "selfjudge_packing"  # (rows [N], cols [N], S, counts): where each packed token sits in [B, S]
+
+
+def _sdpa(query, key, value, mask, scaling):
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling,
+                                          enable_gqa=key.shape[1] != query.shape[1])
 
 
 def packed_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Attention for packed queries (``query`` [1, heads, N, d]) over the padded cache (``key``,
     ``value`` [B, kv_heads, L + S, d]) under ``attention_mask`` [B, 1, S, L + S] (bool);
-    returns [1, N, heads, d] as Hugging Face attention functions do."""
-    rows, cols, S = kwargs[PACKING_KWARG]
-    B, H, d = key.shape[0], query.shape[1], query.shape[3]
-    q = query.new_zeros(B, S, H, d)
-    q[rows, cols] = query[0].transpose(0, 1)  # [N, H, d] into their rows and columns
-    out = F.scaled_dot_product_attention(q.transpose(1, 2), key, value, attn_mask=attention_mask, scale=scaling,
-                                         enable_gqa=key.shape[1] != H)  # [B, H, S, d]
-    return out.transpose(1, 2)[rows, cols][None], None
+    returns [1, N, heads, d] as Hugging Face attention functions do.
+
+    Padding every row to S queries costs B·S·(L + S) of attention, which at long contexts
+    outweighs what packing saved elsewhere when a few rows verify many drafts. So unless padding
+    adds under a quarter of N, only the real queries are computed: one batched call for every
+    row's first position, then one call per row for its further positions over that row's own
+    keys (views, no copy); a call per row costs more than a quarter of padding saves."""
+    rows, cols, S, counts = kwargs[PACKING_KWARG]
+    B, H, N, d = key.shape[0], query.shape[1], query.shape[2], query.shape[3]
+    if 4 * (B * S - N) < N:  # little padding: one batched call over [B, H, S, d]
+        q = query.new_zeros(B, S, H, d)
+        q[rows, cols] = query[0].transpose(0, 1)  # [N, H, d] into their rows and columns
+        out = _sdpa(q.transpose(1, 2), key, value, attention_mask, scaling)  # [B, H, S, d]
+        return out.transpose(1, 2)[rows, cols][None], None
+    firsts = [0]
+    for n in counts[:-1]:
+        firsts.append(firsts[-1] + n)
+    out = query.new_empty(1, H, N, d)
+    first = query[0][:, firsts].transpose(0, 1)[:, :, None]  # [B, H, 1, d]
+    out[0, :, firsts] = _sdpa(first, key, value, attention_mask[:, :, :1], scaling)[:, :, 0].transpose(0, 1)
+    for b, (start, n) in enumerate(zip(firsts, counts)):
+        if n > 1:  # row b's further queries, over its own keys
+            out[:, :, start + 1:start + n] = _sdpa(query[:, :, start + 1:start + n], key[b:b + 1], value[b:b + 1],
+                                                   attention_mask[b:b + 1, :, 1:n], scaling)
+    return out.transpose(1, 2), None
 
 
 AttentionInterface.register(PACKED_ATTENTION, packed_attention)

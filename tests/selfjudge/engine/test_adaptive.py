@@ -76,6 +76,58 @@ def test_profile_is_measured_once_cached_and_widened(tiny, tmp_path, monkeypatch
     assert len(list(tmp_path.glob("profile-*.json"))) == 2
 
 
+def test_packed_table_is_read_by_draft_count_then_rows():
+    p = CostProfile((1, 4), (1, 2), ((1.0, 2.0), (4.0, 6.0)), None,
+                    ((0, 1), (0, 1, 2, 4)), ((1.0, 2.0), (4.0, 5.0, 5.5, 6.0)))
+    assert p.has_packed
+    assert p.packed_seconds(4, 4) == 4.0 and p.packed_seconds(4, 5) == 5.0  # measured points
+    assert p.packed_seconds(4, 7) == pytest.approx(5.75)  # 3 drafts: between 2 and 4
+    assert p.packed_seconds(4, 10) == pytest.approx(6.5)  # 6 drafts: on the last segment's line
+    assert p.packed_seconds(1, 2) == 2.0
+    # 2 rows, 1 draft: 1 row reads 2.0, 4 rows read 5.0; a third of the way from 1 to 4 rows
+    assert p.packed_seconds(2, 3) == pytest.approx(2.0 + (5.0 - 2.0) / 3)
+    assert CostProfile.from_json(json.loads(json.dumps(p.to_json()))) == p
+    for drafts, times in [(((0, 1),), ((1.0, 2.0),)), (((1, 2), (0, 1)), ((1.0, 2.0), (1.0, 2.0))),
+                          (((0, 1), (0, 1)), ((1.0,), (1.0, 2.0))), (((0, 1), (0, 1)), ((1.0, 0.0), (1.0, 2.0)))]:
+        with pytest.raises(ValueError):
+            CostProfile((1, 4), (1, 2), ((1.0, 2.0), (4.0, 6.0)), None, drafts, times)
+
+
+def test_packed_grid_holds_plain_powers_of_two_and_equal_widths():
+    assert cp.packed_grid(1, 4) == (0, 1, 2, 3, 4)
+    assert cp.packed_grid(8, 4) == (0, 1, 2, 4, 8, 16, 24, 32)
+    assert cp.packed_grid(3, 2) == (0, 1, 2, 3, 4, 6)
+    assert cp._round_robin(3, 4) == [2, 1, 1] and cp._round_robin(3, 0) == [0, 0, 0]
+
+
+def test_timing_a_packed_step_leaves_the_cache_as_it_was(tiny):
+    target = tiny.llama(0, vocab_size=V, max_position_embeddings=512)
+    cache = RaggedCache(target, 3, torch.device("cpu"))
+    g = torch.Generator().manual_seed(0)
+    cache.feed(torch.randint(0, V, (3, 5), generator=g))
+    before = (cache.length, cache.valid.clone(), cache.next_pos.clone(),
+              [layer.keys.clone() for layer in cache.cache.layers])
+    for counts, packed in [([0, 0, 0], True), ([2, 0, 1], True), ([2, 2, 2], True), ([2, 2, 2], False)]:
+        assert cp._time_step(target, counts, cache, g, packed) > 0
+        assert cache.length == before[0] and torch.equal(cache.valid, before[1])
+        assert torch.equal(cache.next_pos, before[2])
+        assert all(torch.equal(layer.keys, k) for layer, k in zip(cache.cache.layers, before[3]))
+
+
+def test_a_cached_table_without_packed_steps_is_measured_again(tiny, tmp_path, monkeypatch):
+    target = tiny.llama(0, vocab_size=V, max_position_embeddings=512)
+    real = cp.measure_cost_profile
+    monkeypatch.setattr(cp, "measure_cost_profile",
+                        lambda t, rows, positions, **kw: real(t, rows, positions, context=8, repeats=1, progress=False))
+    first = load_or_measure_profile(target, 2, 3, tmp_path)
+    assert first.has_packed and first.packed_drafts == (cp.packed_grid(1, 2), cp.packed_grid(2, 2))
+    assert all(padded[0] == packed[0] for padded, packed in zip(first.seconds, first.packed))  # one plain step
+    (path,) = tmp_path.glob("profile-*.json")
+    old = {k: v for k, v in first.to_json().items() if k not in ("packed", "packed_drafts")}
+    path.write_text(json.dumps({**old, "format": 1}))
+    assert load_or_measure_profile(target, 2, 3, tmp_path).has_packed
+
+
 # ------------------------------------------------------------------ acceptance estimates
 def test_expected_kept_is_the_sum_of_survival_probabilities():
     est = AcceptanceEstimates(prior=0.5, prior_weight=2, request_weight=4, decay=1.0, request_decay=1.0)

@@ -69,8 +69,11 @@ def test_rollback_rejects_bad_keep_max(model):
         cache.rollback(torch.tensor([1]), 2, 3)
 
 
-def test_packed_feed_equals_padded_feed_and_a_plain_forward(model):
-    """Rows feeding 4, 1, 0-padded, 2 valid columns: the packed forward's logits and hidden states
+@pytest.mark.parametrize("counts, host", [([4, 1, 3, 2], False), ([4, 1, 3, 2], True), ([1, 1, 1, 1], True),
+                                          ([1, 4, 1, 1], True), ([4, 4, 4, 4], False)])
+def test_packed_feed_equals_padded_feed_and_a_plain_forward(model, counts, host):
+    """Rows feeding ``counts`` valid columns of 4 (the rest padding; ``host``: the counts passed on
+    the host, else read from the mask), the second row's prompt short: the packed forward's logits and hidden states
     at the valid columns equal the padded forward's, both caches end equal, and the next step after
     a rollback equals a plain forward over each row's tokens (GQA: 4 query heads, 2 key heads)."""
     g = torch.Generator().manual_seed(1)
@@ -83,13 +86,13 @@ def test_packed_feed_equals_padded_feed_and_a_plain_forward(model):
         ids[b, P - len(p):], valid[b, P - len(p):] = torch.tensor(p), True
     padded, packed = RaggedCache(model, B, torch.device("cpu")), RaggedCache(model, B, torch.device("cpu"))
     new = torch.randint(0, 61, (B, S), generator=g)
-    n = torch.tensor([4, 1, 3, 2])
+    n = torch.tensor(counts)
     new_valid = torch.arange(S)[None] < n[:, None]  # [B, S]
     with torch.no_grad():
         for c in (padded, packed):
             c.feed(ids, valid)
         ref = padded.feed(new, new_valid, logits_to_keep=S, output_hidden_states=True)
-        logits, hidden = packed.feed_packed(new, new_valid, output_hidden_states=True)
+        logits, hidden = packed.feed_packed(new, new_valid, output_hidden_states=True, counts=counts if host else None)
         assert torch.allclose(logits[new_valid], ref.logits[new_valid], atol=1e-5)
         assert torch.allclose(hidden[new_valid], ref.hidden_states[-1][new_valid], atol=1e-5)
         assert (logits[~new_valid] == 0).all()
@@ -97,7 +100,7 @@ def test_packed_feed_equals_padded_feed_and_a_plain_forward(model):
         for a, b in zip(packed.cache.layers, padded.cache.layers):
             mask = packed.valid[:, None, :, None]
             assert torch.allclose(a.keys * mask, b.keys * mask, atol=1e-5)
-        keep = torch.tensor([2, 1, 3, 0])
+        keep = torch.minimum(torch.tensor([2, 1, 3, 0]), n)
         packed.rollback(keep, S, int(keep.max()))
         nxt = torch.randint(0, 61, (B, 1), generator=g)
         last = packed.feed(nxt).logits[:, -1]
@@ -106,3 +109,5 @@ def test_packed_feed_equals_padded_feed_and_a_plain_forward(model):
         assert torch.allclose(last[b], _plain_last_logits(model, seq), atol=1e-4)
     with pytest.raises(ValueError, match="decoder_only"):
         RaggedCache(model, 1, torch.device("cpu"), decoder_only=True).feed_packed(new[:1], new_valid[:1])
+    with pytest.raises(ValueError, match="counts"):
+        RaggedCache(model, B, torch.device("cpu")).feed_packed(new, new_valid, counts=[1, 0, 1, 1])
