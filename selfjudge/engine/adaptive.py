@@ -31,6 +31,11 @@ the cost. Two guards:
 * probing: after ``probe_every`` plain steps in a row that had proposals, one cycle verifies
   each row's first draft, so estimates that fell too low can recover (costs at most a
   ``1/probe_every`` share of one such step's extra time).
+
+The table is measured over one context length; a request's own context makes attention, and so
+every step, dearer, a speculative step more than a plain one. So the controller scales the
+table's plain and speculative costs by the running ratio of the seconds the engine measured to
+the seconds the table predicted for the steps it took (:meth:`AdaptiveController.observe_seconds`).
 """
 
 from __future__ import annotations
@@ -89,6 +94,8 @@ class AdaptiveController:
         self._width: int | None = None  # the previous choice: width (padded) or admitted slots (packed)
         self._plain_run = 0
         self.draft_seconds_per_token = 0.0  # running mean of a drafter's measured cost (0: free)
+        self.cost_scale = {"plain": 1.0, "speculative": 1.0}  # measured / table seconds, running means
+        self._scale_seen = set()
 
     def start(self, target, num_rows: int) -> None:
         """A new batch of ``num_rows`` requests on ``target``: the cost table covers it, counts reset."""
@@ -101,11 +108,33 @@ class AdaptiveController:
         """Finished requests left: keep the estimates of batch rows ``rows``."""
         self.estimates.select(rows)
 
+    def _step_seconds(self, rows: int, width: int) -> float:
+        """A padded step of ``width`` drafts per row, as this context costs it."""
+        return self.profile.step_seconds(rows, width) * self.cost_scale["speculative" if width else "plain"]
+
+    def _packed_seconds(self, rows: int, drafts: int) -> float:
+        """A packed step of ``drafts`` drafts in all, as this context costs it."""
+        return self.profile.packed_seconds(rows, rows + drafts) * self.cost_scale["speculative" if drafts else "plain"]
+
+    def observe_seconds(self, decision: Decision, seconds: float) -> None:
+        """The step ``decision`` chose took ``seconds`` (forward and verify): update the running
+        ratio of measured to table seconds for its kind (plain or speculative)."""
+        rows, drafts = len(decision.num_draft), sum(decision.num_draft)
+        if rows == 0 or not seconds > 0 or self.profile is None:
+            return
+        table = (self.profile.packed_seconds(rows, rows + drafts) if self.packed
+                 else self.profile.step_seconds(rows, decision.width))
+        kind = "speculative" if drafts else "plain"
+        ratio = seconds / table
+        old = self.cost_scale[kind]
+        self.cost_scale[kind] = ratio if kind not in self._scale_seen else 0.8 * old + 0.2 * ratio
+        self._scale_seen.add(kind)
+
     def _score(self, counts: list[int], sources: list[str], width: int, draft_seconds: float = 0.0) -> float:
         B = len(counts)
         tokens = B + sum(self.estimates.expected_kept(b, s, min(c, width), self.optimism) for b, (c, s) in
                          enumerate(zip(counts, sources)))
-        return tokens / (self.profile.step_seconds(B, width) + draft_seconds)
+        return tokens / (self._step_seconds(B, width) + draft_seconds)
 
     def record_draft_seconds(self, seconds: float, tokens: int) -> None:
         """A drafter that runs a model spent ``seconds`` drafting ``tokens`` tokens per row."""
@@ -158,10 +187,10 @@ class AdaptiveController:
                 survive *= self.estimates.rate(b, s, i, self.optimism)
                 slots.append((survive, b))
         slots.sort(key=lambda slot: -slot[0])
-        scores, tokens = {0: B / self.profile.packed_seconds(B, B)}, float(B)
+        scores, tokens = {0: B / self._packed_seconds(B, 0)}, float(B)
         for n, (survive, _) in enumerate(slots, start=1):
             tokens += survive
-            scores[n] = tokens / self.profile.packed_seconds(B, B + n)
+            scores[n] = tokens / self._packed_seconds(B, n)
         best = self._keep_previous(scores, max(scores, key=lambda n: (scores[n], -n)))
         num_draft = [0] * B
         for _, b in slots[:best]:

@@ -275,11 +275,14 @@ class SpeculativeEngine:
         if self.adaptive is not None and draft_ids.shape[1]:
             draft_ids, draft_probs = self._adapt(cycle, draft_ids, draft_probs)
         if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no proposal, or none worth its cost
-            return self._target_step(batch, run, cycle)
-        logits, hidden = self._score(batch, cycle, draft_ids)
-        self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
-        if cycle.decision is not None:
-            self.adaptive.observe(cycle.decision, cycle.draft_sources, [len(e) - 1 for e in cycle.emitted])
+            cycle = self._target_step(batch, run, cycle)
+        else:
+            logits, hidden = self._score(batch, cycle, draft_ids)
+            self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
+            if cycle.decision is not None:
+                self.adaptive.observe(cycle.decision, cycle.draft_sources, [len(e) - 1 for e in cycle.emitted])
+        if cycle.decision is not None:  # what the chosen step cost here, against the controller's table
+            self.adaptive.observe_seconds(cycle.decision, cycle.seconds["target"] + cycle.seconds.get("verify", 0.0))
         return cycle
 
     def _adapt(self, cycle: Cycle, draft_ids: torch.Tensor, draft_probs: torch.Tensor | None):

@@ -296,6 +296,26 @@ def test_packed_controller_finds_the_best_admission():
     assert d.num_draft[0] >= d.num_draft[2]  # the promising row first
 
 
+def test_controller_prices_steps_as_this_context_costs_them():
+    """Every row's first draft is kept, no other: by the table one draft per row pays (16 tokens for
+    1.3 plain steps); measured speculative steps cost twice the table
+    (a long context), plain ones what it says: the controller stops verifying. Negative control:
+    measured as the table says, it keeps verifying."""
+    def run(spec_factor):
+        c = controller(profile([1.0, 1.3, 1.5, 1.7, 1.9], row_slope=1.0), packed=True, probe_every=0)
+        for _ in range(40):
+            d = c.choose([4] * 8, ["s"] * 8)
+            c.observe(d, ["s"] * 8, [min(n, 1) for n in d.num_draft])
+            drafts = sum(d.num_draft)
+            seconds = c.profile.packed_seconds(8, 8 + drafts) * (spec_factor if drafts else 1.0)
+            c.observe_seconds(d, seconds)
+        return c
+    slow, fair = run(2.0), run(1.0)
+    assert slow.cost_scale["speculative"] == pytest.approx(2.0) and slow.cost_scale["plain"] == pytest.approx(1.0)
+    assert slow.choose([4] * 8, ["s"] * 8).width == 0
+    assert fair.cost_scale["speculative"] == pytest.approx(1.0) and fair.choose([4] * 8, ["s"] * 8).width > 0
+
+
 def test_an_unknown_source_is_tried_and_then_judged_on_its_record():
     # one draft costs 0.6 of a row's plain step: a draft must be kept with probability > 0.6 to pay
     table = profile([1.0, 1.6, 2.2, 2.8, 3.4])
