@@ -35,6 +35,17 @@ def _cache_kwarg(model) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
+def _runs(valid: torch.Tensor) -> tuple[list[int], list[int]]:
+    """Each row's count of valid columns and first valid column (``valid`` [B, S] bool; a host
+    sync); refuses a row whose valid columns are not one contiguous run."""
+    counts = valid.sum(1)
+    starts = valid.int().argmax(1)
+    ends = valid.shape[1] - valid.flip(1).int().argmax(1)
+    if bool(((ends - starts != counts) & (counts > 0)).any()):
+        raise ValueError("feed_packed: each row's valid columns must be one contiguous run")
+    return counts.tolist(), starts.tolist()
+
+
 class RaggedCache:
     """KV cache of one model for a batch of rows with different lengths.
 
@@ -101,23 +112,29 @@ class RaggedCache:
     def feed_packed(
         self,
         input_ids: torch.Tensor,  # [B, S] int64
-        input_valid: torch.Tensor,  # [B, S] bool, each row's valid columns first
+        input_valid: torch.Tensor,  # [B, S] bool, each row's valid columns one contiguous run
         *,
         output_hidden_states: bool = False,
         counts: list[int] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        starts: list[int] | None = None,
+        logits: bool = True,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """:meth:`feed` of S columns per row, computing only the valid ones (see
-        :mod:`selfjudge.engine.packed`): the cache ends as :meth:`feed` leaves it. ``counts``: each
-        row's valid columns on the host, if the caller has them (else read from ``input_valid``).
-        Returns ``logits`` [B, S, V] and, with ``output_hidden_states``, the final-norm states
-        [B, S, H], zero at the invalid columns."""
+        :mod:`selfjudge.engine.packed`): the cache ends as :meth:`feed` leaves it.
+
+        ``counts`` / ``starts``: each row's number of valid columns and its first valid column, on
+        the host, where the caller has them (else read from ``input_valid``, which is then also
+        checked to hold one run per row). Returns ``logits`` [B, S, V] (None with ``logits=False``,
+        e.g. a prefill) and, with ``output_hidden_states``, the final-norm states [B, S, H], zero
+        at the invalid columns."""
         from selfjudge.engine.packed import PACKING_KWARG, PackedCacheView, packed_attention_for
 
         if self.decoder_only:
             raise ValueError("feed_packed: needs the full model (the cache was made decoder_only)")
         B, S = input_ids.shape
-        counts = [int(n) for n in (counts if counts is not None else input_valid.sum(1).tolist())]
-        if len(counts) != B or min(counts) < 1:
+        if counts is None or starts is None:
+            counts, starts = _runs(input_valid)
+        if len(counts) != B or len(starts) != B or min(counts) < 1:
             raise ValueError(f"feed_packed: counts must give each of the {B} rows >= 1 valid column, got {counts}")
         rows, cols = input_valid.nonzero(as_tuple=True)  # [N] each, row-major
         pos = (self.next_pos[:, None] + input_valid.long().cumsum(1) - 1).clamp_min(0)  # [B, S]
@@ -127,19 +144,21 @@ class RaggedCache:
         view = PackedCacheView(self.cache, rows, cols, B, S)
         with packed_attention_for(self.model):
             out = self.model(input_ids=input_ids[rows, cols][None], attention_mask=(mask[:, None, :] & causal)[:, None],
-                             position_ids=pos[rows, cols][None], use_cache=True, logits_to_keep=int(rows.numel()),
+                             position_ids=pos[rows, cols][None], use_cache=True,
+                             logits_to_keep=int(rows.numel()) if logits else 1,
                              output_hidden_states=output_hidden_states,
-                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S, counts)})
+                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S, list(counts), list(starts))})
         self.valid = mask
         self.next_pos = self.next_pos + input_valid.sum(1)
-        logits = out.logits.new_zeros(B, S, out.logits.shape[-1])
-        logits[rows, cols] = out.logits[0]
-        hidden = None
+        padded_logits = hidden = None
+        if logits:
+            padded_logits = out.logits.new_zeros(B, S, out.logits.shape[-1])
+            padded_logits[rows, cols] = out.logits[0]
         if output_hidden_states:
             last = out.hidden_states[-1]  # [1, N, H]
             hidden = last.new_zeros(B, S, last.shape[-1])
             hidden[rows, cols] = last[0]
-        return logits, hidden
+        return padded_logits, hidden
 
     def rollback(self, keep: torch.Tensor, num_new: int, keep_max: int) -> None:
         """Keep only the first ``keep[b]`` of the last ``num_new`` columns of row b.

@@ -184,7 +184,7 @@ def _time_step(target, counts: list[int], cache: RaggedCache, generator, packed:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
     if packed and width > 1:
-        logits, _ = cache.feed_packed(fed, valid, counts=[c + 1 for c in counts])  # [B, T, V]
+        logits, _ = cache.feed_packed(fed, valid, counts=[c + 1 for c in counts], starts=[0] * rows)  # [B, T, V]
     else:
         logits = cache.feed(fed, logits_to_keep=width).logits  # [B, T, V]
     if width == 1:

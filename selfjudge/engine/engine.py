@@ -113,9 +113,9 @@ class SpeculativeEngine:
         adaptive: the controller of adaptive speculation (default: one with
             ``max_draft_tokens`` that measures, or reads from its cache, this machine's cost
             profile on the first ``generate``); only with ``num_draft_tokens=None``.
-        packed_verify: the verify forward computes only each row's own positions, as one packed
-            sequence (:mod:`selfjudge.engine.packed`); False: every row is padded to the widest
-            (for models whose attention layers the packed path cannot drive).
+        packed_verify: the verify forward and the prompt prefill compute only each row's own
+            positions, as one packed sequence (:mod:`selfjudge.engine.packed`); False: every row
+            is padded to the widest (for models whose attention layers the packed path cannot drive).
     """
 
     def __init__(
@@ -248,10 +248,10 @@ class SpeculativeEngine:
         batch = Batch(B, RaggedCache(self.target, B, self.device), ids[:, P - 1:], timer)
         batch.prompts = prompts
         needs_hidden = self._drafter_needs_hidden
-        out = batch.target_cache.feed(ids[:, : P - 1], valid[:, : P - 1], output_hidden_states=needs_hidden)
+        hidden = self._prefill_target(batch.target_cache, ids[:, : P - 1], valid[:, : P - 1],
+                                      [len(p) - 1 for p in prompts], needs_hidden)  # [B, P-1, H] or None
         draft_forwards = 0
         if self.policy.uses_draft:
-            hidden = out.hidden_states[-1] if needs_hidden else None  # [B, P-1, H]
             draft_forwards = self.drafter.prefill(ids, valid, target_hidden=hidden)
         seconds = timer.lap()
         batch.totals.add_times(prefill=seconds)
@@ -260,6 +260,19 @@ class SpeculativeEngine:
             s.draft_forwards += draft_forwards
             s.add_times(prefill=seconds)
         return batch
+
+    def _prefill_target(self, cache: RaggedCache, ids: torch.Tensor, valid: torch.Tensor, lengths: list[int],
+                        needs_hidden: bool) -> torch.Tensor | None:
+        """The target reads the left-padded ``ids`` [B, P-1] (row b's last ``lengths[b]`` columns
+        valid); packed when the prompts differ in length, so padding costs nothing. Returns the
+        final-norm states [B, P-1, H] when ``needs_hidden``."""
+        S = ids.shape[1]
+        if self.packed_verify and min(lengths) >= 1 and min(lengths) < max(lengths):
+            _, hidden = cache.feed_packed(ids, valid, output_hidden_states=needs_hidden, counts=lengths,
+                                          starts=[S - n for n in lengths], logits=False)
+            return hidden
+        out = cache.feed(ids, valid, output_hidden_states=needs_hidden)
+        return out.hidden_states[-1] if needs_hidden else None
 
     def _cycle(self, batch: Batch, run: Run) -> Cycle:
         """Steps 2-4 for every running row, or one target-only step when no row drafts."""
@@ -335,7 +348,8 @@ class SpeculativeEngine:
             counts = torch.tensor(cycle.num_draft, device=self.device) + 1  # [B]
             valid = torch.arange(fed.shape[1], device=self.device)[None] < counts[:, None]  # [B, k'+1]
             logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden,
-                                                            counts=[n + 1 for n in cycle.num_draft])
+                                                            counts=[n + 1 for n in cycle.num_draft],
+                                                            starts=[0] * len(cycle.num_draft))
         else:
             out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
             logits, hidden = out.logits, (out.hidden_states[-1] if needs_hidden else None)

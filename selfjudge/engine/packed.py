@@ -26,7 +26,7 @@ from transformers import AttentionInterface
 __all__ = ["PACKED_ATTENTION", "PACKING_KWARG", "packed_attention", "PackedCacheView", "packed_attention_for"]
 
 PACKED_ATTENTION = "selfjudge_packed"
-PACKING_KWARG = "selfjudge_packing"  # (rows [N], cols [N], S, counts): where each packed token sits in [B, S]
+PACKING_KWARG = "selfjudge_packing"  # (rows [N], cols [N], S, counts, starts): where each packed token sits in [B, S]
 
 
 def _sdpa(query, key, value, mask, scaling):
@@ -40,27 +40,29 @@ def packed_attention(module, query, key, value, attention_mask, scaling=None, dr
     returns [1, N, heads, d] as Hugging Face attention functions do.
 
     Padding every row to S queries costs B·S·(L + S) of attention, which at long contexts
-    outweighs what packing saved elsewhere when a few rows verify many drafts. So unless padding
-    adds under a quarter of N, only the real queries are computed: one batched call for every
-    row's first position, then one call per row for its further positions over that row's own
-    keys (views, no copy); a call per row costs more than a quarter of padding saves."""
-    rows, cols, S, counts = kwargs[PACKING_KWARG]
+    outweighs what packing saved elsewhere when a few rows verify many drafts (or a prefill's
+    prompts differ in length). So unless padding adds under a quarter of N, only the real queries
+    are computed: one batched call for every row's first query, then one call per row for its
+    further queries over that row's own keys (views, no copy); a call per row costs more than a
+    quarter of padding saves."""
+    rows, cols, S, counts, starts = kwargs[PACKING_KWARG]
     B, H, N, d = key.shape[0], query.shape[1], query.shape[2], query.shape[3]
     if 4 * (B * S - N) < N:  # little padding: one batched call over [B, H, S, d]
         q = query.new_zeros(B, S, H, d)
         q[rows, cols] = query[0].transpose(0, 1)  # [N, H, d] into their rows and columns
         out = _sdpa(q.transpose(1, 2), key, value, attention_mask, scaling)  # [B, H, S, d]
         return out.transpose(1, 2)[rows, cols][None], None
-    firsts = [0]
+    offsets = [0]  # where each row's queries start in N (row-major)
     for n in counts[:-1]:
-        firsts.append(firsts[-1] + n)
+        offsets.append(offsets[-1] + n)
+    first_mask = attention_mask[torch.arange(B), :, torch.tensor(starts)][:, :, None]  # [B, 1, 1, L+S]
+    first = query[0][:, offsets].transpose(0, 1)[:, :, None]  # [B, H, 1, d]
     out = query.new_empty(1, H, N, d)
-    first = query[0][:, firsts].transpose(0, 1)[:, :, None]  # [B, H, 1, d]
-    out[0, :, firsts] = _sdpa(first, key, value, attention_mask[:, :, :1], scaling)[:, :, 0].transpose(0, 1)
-    for b, (start, n) in enumerate(zip(firsts, counts)):
-        if n > 1:  # row b's further queries, over its own keys
-            out[:, :, start + 1:start + n] = _sdpa(query[:, :, start + 1:start + n], key[b:b + 1], value[b:b + 1],
-                                                   attention_mask[b:b + 1, :, 1:n], scaling)
+    out[0, :, offsets] = _sdpa(first, key, value, first_mask, scaling)[:, :, 0].transpose(0, 1)
+    for b, (offset, n, c) in enumerate(zip(offsets, counts, starts)):
+        if n > 1:  # row b's further queries (columns c+1 .. c+n-1), over its own keys
+            out[:, :, offset + 1:offset + n] = _sdpa(query[:, :, offset + 1:offset + n], key[b:b + 1],
+                                                     value[b:b + 1], attention_mask[b:b + 1, :, c + 1:c + n], scaling)
     return out.transpose(1, 2), None
 
 

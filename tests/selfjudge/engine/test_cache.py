@@ -92,7 +92,8 @@ def test_packed_feed_equals_padded_feed_and_a_plain_forward(model, counts, host)
         for c in (padded, packed):
             c.feed(ids, valid)
         ref = padded.feed(new, new_valid, logits_to_keep=S, output_hidden_states=True)
-        logits, hidden = packed.feed_packed(new, new_valid, output_hidden_states=True, counts=counts if host else None)
+        logits, hidden = packed.feed_packed(new, new_valid, output_hidden_states=True, counts=counts if host else None,
+                                            starts=[0] * B if host else None)
         assert torch.allclose(logits[new_valid], ref.logits[new_valid], atol=1e-5)
         assert torch.allclose(hidden[new_valid], ref.hidden_states[-1][new_valid], atol=1e-5)
         assert (logits[~new_valid] == 0).all()
@@ -110,4 +111,28 @@ def test_packed_feed_equals_padded_feed_and_a_plain_forward(model, counts, host)
     with pytest.raises(ValueError, match="decoder_only"):
         RaggedCache(model, 1, torch.device("cpu"), decoder_only=True).feed_packed(new[:1], new_valid[:1])
     with pytest.raises(ValueError, match="counts"):
-        RaggedCache(model, B, torch.device("cpu")).feed_packed(new, new_valid, counts=[1, 0, 1, 1])
+        RaggedCache(model, B, torch.device("cpu")).feed_packed(new, new_valid, counts=[1, 0, 1, 1], starts=[0] * B)
+
+
+@pytest.mark.parametrize("lengths", [[5, 2, 3, 1], [5, 1, 1, 1], [2, 5, 5, 4]])
+def test_packed_prefill_of_left_padded_prompts_equals_the_padded_one(model, lengths):
+    """Left-padded prompts read packed (only their tokens computed) leave a cache on which the
+    next step's logits equal those after the padded read, and the hidden states at the prompt
+    tokens are the padded read's; rows whose valid columns are not one run are refused."""
+    g = torch.Generator().manual_seed(2)
+    B, S = len(lengths), max(lengths)
+    ids = torch.randint(0, 61, (B, S), generator=g)
+    valid = torch.arange(S)[None] >= torch.tensor([S - n for n in lengths])[:, None]  # [B, S] left padded
+    padded, packed = RaggedCache(model, B, torch.device("cpu")), RaggedCache(model, B, torch.device("cpu"))
+    nxt = torch.randint(0, 61, (B, 1), generator=g)
+    with torch.no_grad():
+        ref = padded.feed(ids, valid, output_hidden_states=True).hidden_states[-1]
+        logits, hidden = packed.feed_packed(ids, valid, output_hidden_states=True, logits=False)
+        assert logits is None
+        assert torch.allclose(hidden[valid], ref[valid], atol=1e-5) and (hidden[~valid] == 0).all()
+        assert torch.equal(packed.valid, padded.valid) and torch.equal(packed.next_pos, padded.next_pos)
+        assert torch.allclose(packed.feed(nxt).logits, padded.feed(nxt).logits, atol=1e-5)
+        holes = valid.clone()
+        holes[lengths.index(S), S - 2] = False  # the longest row: two runs
+        with pytest.raises(ValueError, match="contiguous"):
+            RaggedCache(model, B, torch.device("cpu")).feed_packed(ids, holes)
