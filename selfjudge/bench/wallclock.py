@@ -245,20 +245,10 @@ def _reusable(spec: MatrixSpec, task: str, batch: int, verifier_paths: dict) -> 
     return True
 
 
-def run_matrix(spec: MatrixSpec, command: str) -> Path:
-    """Run every block of the matrix that is not written yet, then rebuild the report;
-    returns the results folder. ``command`` is recorded in every block."""
-    import torch
-
-    from selfjudge.bench.block_run import TaskScorer, run_block
-    from selfjudge.bench.matrix import build_engines, make_configs
-
-    torch.set_num_threads(spec.threads)
-    from selfjudge.engine import SpeculativeEngine
-    from selfjudge.models import load_pair
-    from selfjudge.tasks import load_task
-
+def _load_models(spec: MatrixSpec):
+    """The target, the draft model (None where nothing needs one), the tokenizer and the drafter."""
     from selfjudge.engine.drafter_factory import make_drafter
+    from selfjudge.models import load_pair
 
     # a draft model only where one drafts or Hugging Face's assisted generation runs ("prompt-lookup"
     # loads the target alone, so a target folder without a draft works)
@@ -268,13 +258,14 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     draft = draft if needs_draft else None
     drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair,
                            lookup_store=spec.lookup_store)
-    hidden = int(target.config.hidden_size)
-    from selfjudge.folders import lock_folder
+    return target, draft, tok, drafter
 
-    lock = lock_folder(spec.out, command)  # noqa: F841 - held to the end: runs share a folder one after the other
-    (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
 
-    plan = []  # (task, batch, configs, judges, paths)
+def _plan(spec: MatrixSpec, hidden: int) -> list[tuple]:
+    """Every block of the matrix: (task, batch, configs, judges, verifier paths)."""
+    from selfjudge.bench.matrix import make_configs
+
+    plan = []
     for task_name in spec.tasks:
         judges, paths = load_judges(spec, task_name, hidden)
         for b in spec.batch_sizes:
@@ -285,8 +276,13 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
                                    rules=spec.rules if b in spec.sweep_batches else (), adaptive_ks=spec.adaptive_ks,
                                    rules_budget=spec.rules_budget)
             plan.append((task_name, b, configs, judges, paths))
+    return plan
 
-    # expected duration: a measured target-only step times every configuration's tokens
+
+def _estimate(spec: MatrixSpec, plan: list[tuple], todo: list[tuple], target, tok) -> None:
+    """Log the expected duration: a measured target-only step times every configuration's tokens."""
+    from selfjudge.engine import SpeculativeEngine
+
     warm = SpeculativeEngine(target, None, tok, policy="autoregressive")
     probe = tok.apply_chat_template([{"role": "user", "content": "Say hello."}], tokenize=False,
                                     add_generation_prompt=True)
@@ -294,45 +290,69 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
     t0 = time.perf_counter()
     n = len(warm.generate([probe], max_new_tokens=16)[0].token_ids)
     step = (time.perf_counter() - t0) / max(n, 1)
-    todo = [p for p in plan if spec.force or not _reusable(spec, p[0], p[1], p[4])]
     est = sum(len(cfgs) * spec.timing_rounds * spec.limit * (spec.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
               for t, b, cfgs, _, _ in todo)
     _log.info(f"[wallclock] {len(todo)} of {len(plan)} blocks to run, "
               f"{sum(len(p[2]) for p in todo)} configurations x {spec.limit} prompts; target-only step "
               f"{1000 * step:.0f} ms -> expected about {est / 60:.0f} min")
+
+
+def _run_one_block(spec: MatrixSpec, command: str, planned: tuple, models: tuple, protected) -> None:
+    """Run one block and write it whole (then the report)."""
+    from selfjudge.bench.block_run import TaskScorer, run_block
+    from selfjudge.bench.matrix import build_engines
+    from selfjudge.tasks import load_task
+
+    task_name, b, configs, judges, paths = planned
+    target, draft, tok, drafter = models
+    task = load_task(task_name)
+    examples = task.examples(spec.split, limit=spec.limit)
+    prompts = [task.build_prompt(tok, ex) for ex in examples]
+    max_new = spec.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
+    engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected, drafter=drafter)
+    for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
+        engines[c.key].generate(prompts[:1], max_new_tokens=4)
+    t_block = time.perf_counter()
+    rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new,
+                     timing_rounds=spec.timing_rounds)
+    block = {
+        "task": task_name, "batch": b, "split": spec.split, "command": command,
+        **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),
+        "protected_token_ids": protected,
+        "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
+    }
+    write_json(spec.out / BLOCKS / f"{task_name}_b{b}.json", block)  # a block is either whole or absent
+    write_report(spec.out)
+    best = max((r for r in rows if r["policy"] != "autoregressive"), key=lambda r: r["tokens_per_s"], default=None)
+    _log.info(f"[wallclock] {task_name} batch {b}: {len(rows)} configurations in {block['block_seconds']:.0f} s"
+              + (f"; fastest {best['name']}@K{best['K']} {best['speedup_vs_target_only']:.2f}x target-only"
+                 if best else ""))
+
+
+def run_matrix(spec: MatrixSpec, command: str) -> Path:
+    """Run every block of the matrix that is not written yet, then rebuild the report;
+    returns the results folder. ``command`` is recorded in every block."""
+    import torch
+
+    from selfjudge.folders import lock_folder
+
+    torch.set_num_threads(spec.threads)
+    models = _load_models(spec)
+    target, tok = models[0], models[2]
+    lock = lock_folder(spec.out, command)  # noqa: F841 - held to the end: runs share a folder one after the other
+    (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
+    plan = _plan(spec, int(target.config.hidden_size))
+    todo = [p for p in plan if spec.force or not _reusable(spec, p[0], p[1], p[4])]
+    _estimate(spec, plan, todo, target, tok)
     if spec.estimate_only:
         return spec.out
-
     protected = None
     if spec.protect_digits:
         from selfjudge.engine import digit_token_ids
 
         protected = digit_token_ids(tok)
-    for task_name, b, configs, judges, paths in todo:
-        task = load_task(task_name)
-        examples = task.examples(spec.split, limit=spec.limit)
-        prompts = [task.build_prompt(tok, ex) for ex in examples]
-        max_new = spec.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
-        engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected,
-                                drafter=drafter)
-        for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
-            engines[c.key].generate(prompts[:1], max_new_tokens=4)
-        t_block = time.perf_counter()
-        rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new,
-                         timing_rounds=spec.timing_rounds)
-        block = {
-            "task": task_name, "batch": b, "split": spec.split, "command": command,
-            **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),
-            "protected_token_ids": protected,
-            "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
-        }
-        path = spec.out / BLOCKS / f"{task_name}_b{b}.json"
-        write_json(path, block)  # a block is either whole or absent
-        write_report(spec.out)
-        best = max((r for r in rows if r["policy"] != "autoregressive"), key=lambda r: r["tokens_per_s"], default=None)
-        _log.info(f"[wallclock] {task_name} batch {b}: {len(rows)} configurations in {block['block_seconds']:.0f} s"
-                  + (f"; fastest {best['name']}@K{best['K']} {best['speedup_vs_target_only']:.2f}x target-only"
-                     if best else ""))
+    for planned in todo:
+        _run_one_block(spec, command, planned, models, protected)
     if not todo:
         write_report(spec.out)
     return spec.out
