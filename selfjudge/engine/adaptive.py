@@ -108,13 +108,30 @@ class AdaptiveController:
         """Finished requests left: keep the estimates of batch rows ``rows``."""
         self.estimates.select(rows)
 
+    def verify_width(self, rows: int, width: int) -> int:
+        """How many draft columns a single row's verify forward should compute to check ``width``
+        drafts: the cheapest measured width from ``width`` up to the most drafts (the engine fills the
+        extra columns; the verify op never keeps them). A matrix library's cost need not grow with
+        the rows it multiplies (on the CPU this was built on, 4 positions cost less than 2 or 3)."""
+        if rows != 1 or width == 0 or self.profile is None:
+            return width
+        widths = range(width, min(self.max_draft_tokens, self.profile.positions[-1] - 1) + 1)
+        return min(widths, key=lambda w: (self.profile.step_seconds(1, w), w), default=width)
+
+    def _table_seconds(self, rows: int, drafts: int, width: int) -> float:
+        """The table's seconds of a step verifying ``drafts`` drafts in all, at most ``width`` a row."""
+        if rows == 1 or not self.packed:
+            return self.profile.step_seconds(rows, self.verify_width(rows, width))
+        return self.profile.packed_seconds(rows, rows + drafts)
+
     def _step_seconds(self, rows: int, width: int) -> float:
         """A padded step of ``width`` drafts per row, as this context costs it."""
-        return self.profile.step_seconds(rows, width) * self.cost_scale["speculative" if width else "plain"]
+        return self._table_seconds(rows, rows * width, width) * self.cost_scale["speculative" if width else "plain"]
 
     def _packed_seconds(self, rows: int, drafts: int) -> float:
         """A packed step of ``drafts`` drafts in all, as this context costs it."""
-        return self.profile.packed_seconds(rows, rows + drafts) * self.cost_scale["speculative" if drafts else "plain"]
+        width = drafts if rows == 1 else 1  # a single row's drafts are its width
+        return self._table_seconds(rows, drafts, width) * self.cost_scale["speculative" if drafts else "plain"]
 
     def observe_seconds(self, decision: Decision, seconds: float) -> None:
         """The step ``decision`` chose took ``seconds`` (forward and verify): update the running
@@ -122,8 +139,7 @@ class AdaptiveController:
         rows, drafts = len(decision.num_draft), sum(decision.num_draft)
         if rows == 0 or not seconds > 0 or self.profile is None:
             return
-        table = (self.profile.packed_seconds(rows, rows + drafts) if self.packed
-                 else self.profile.step_seconds(rows, decision.width))
+        table = self._table_seconds(rows, drafts, decision.width)
         kind = "speculative" if drafts else "plain"
         ratio = seconds / table
         old = self.cost_scale[kind]

@@ -305,7 +305,11 @@ class SpeculativeEngine:
         decision = self.adaptive.choose(cycle.num_draft, sources)
         cycle.num_draft, cycle.decision, cycle.draft_sources = decision.num_draft, decision, sources
         width = decision.width
-        return draft_ids[:, :width], (draft_probs[:, :width] if draft_probs is not None else None)
+        draft_ids, draft_probs = draft_ids[:, :width], (draft_probs[:, :width] if draft_probs is not None else None)
+        wide = self.adaptive.verify_width(len(cycle.num_draft), width) if draft_probs is None else width
+        if wide > width:  # a cheaper forward: filler columns the verify op never keeps (num_draft stays)
+            draft_ids = torch.cat([draft_ids, draft_ids[:, -1:].expand(-1, wide - width)], 1)  # [1, wide]
+        return draft_ids, draft_probs
 
     def _target_step(self, batch: Batch, run: Run, cycle: Cycle | None = None) -> Cycle:
         """One plain target step: the autoregressive policy, rows that need exactly one token, or a
@@ -344,7 +348,7 @@ class SpeculativeEngine:
         policy or the drafter needs them, the final hidden states of those positions [B, k'+1, H]."""
         fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
         needs_hidden = self.policy.needs_hidden or self._drafter_needs_hidden
-        if self.packed_verify:  # rows pay for their own drafts only
+        if self.packed_verify and len(cycle.num_draft) > 1:  # rows pay for their own drafts only
             counts = torch.tensor(cycle.num_draft, device=self.device) + 1  # [B]
             valid = torch.arange(fed.shape[1], device=self.device)[None] < counts[:, None]  # [B, k'+1]
             logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden,

@@ -403,6 +403,31 @@ def test_adaptive_greedy_equals_hf_generate(target, rows, make, monkeypatch):
     assert all(r.stats.expected_accepted >= 0 for r in res)
 
 
+def test_a_single_row_verifies_at_the_cheapest_width_and_stays_exact(target, monkeypatch):
+    """A 1-row table where 3 drafts cost less than 1 or 2 (as a CPU's matrix library can): the row
+    verifies 1 or 2 drafts in a 4-position forward (filler columns the verify op never keeps), the
+    output still equals Hugging Face's greedy output, and the controller prices that cheaper width."""
+    table = profile([1.0, 1.6, 1.7, 1.2, 1.5])
+    c = AdaptiveController(4, cost_profile=table)
+    assert [c.verify_width(1, w) for w in range(5)] == [0, 3, 3, 3, 4]
+    assert c.verify_width(2, 1) == 1  # several rows: no filler
+    widths = []
+    real = RaggedCache.feed
+
+    def recording(self, ids, *a, **kw):
+        widths.append(ids.shape[1])
+        return real(self, ids, *a, **kw)
+
+    monkeypatch.setattr(RaggedCache, "feed", recording)
+    eng = SpeculativeEngine(target, PromptLookupDrafter(V, max_ngram=3), None, num_draft_tokens=None,
+                            adaptive=AdaptiveController(4, cost_profile=table), eos_token_id=[])
+    res = eng.generate(PROMPTS[0], max_new_tokens=N)
+    assert res[0].token_ids == hf_greedy(target, PROMPTS[0], N)
+    verified = {k for k, n in enumerate(res[0].stats.drafts_verified) if n}
+    assert verified & {1, 2}, "the test needs cycles that verified 1 or 2 drafts"
+    assert 2 not in widths[1:] and 3 not in widths[1:]  # after the prefill: 1 position or at least 4
+
+
 def test_adaptive_with_a_draft_model_is_exact(tiny, target):
     draft = tiny.noisy_copy(target, 0.3, seed=1)
     refs = [hf_greedy(target, p, N) for p in PROMPTS[:4]]
