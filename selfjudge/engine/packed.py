@@ -55,7 +55,8 @@ def packed_attention(module, query, key, value, attention_mask, scaling=None, dr
     offsets = [0]  # where each row's queries start in N (row-major)
     for n in counts[:-1]:
         offsets.append(offsets[-1] + n)
-    first_mask = attention_mask[torch.arange(B), :, torch.tensor(starts)][:, :, None]  # [B, 1, 1, L+S]
+    at = torch.arange(B, device=key.device), torch.tensor(starts, device=key.device)
+    first_mask = attention_mask[at[0], :, at[1]][:, :, None]  # [B, 1, 1, L+S]: each row's first query
     first = query[0][:, offsets].transpose(0, 1)[:, :, None]  # [B, H, 1, d]
     out = query.new_empty(1, H, N, d)
     out[0, :, offsets] = _sdpa(first, key, value, first_mask, scaling)[:, :, 0].transpose(0, 1)
