@@ -385,8 +385,9 @@ class SpeculativeEngine:
         keep_max = max(accepted) + 1
         batch.target_cache.rollback(v.num_accepted + 1, k + 1, keep_max)
         emitted = v.output_token_ids.gather(1, v.num_accepted[:, None])  # [B, 1]
+        real = max(cycle.num_draft) + 1  # the columns before any filler (see _adapt)
         self.drafter.rollback(v.num_accepted, keep_max, emitted, cycle.emitted,
-                              target_hidden=hidden if self.drafter.needs_target_hidden else None)
+                              target_hidden=hidden[:, :real] if self.drafter.needs_target_hidden else None)
         batch.target_next = emitted
 
     def _retire(self, batch: Batch, cycle: Cycle, run: Run) -> None:

@@ -118,6 +118,23 @@ def test_eagle_is_lossless_and_partly_accepted(target, refs, trained_head):
     assert one_token.token_ids == hf_greedy(target, [33], 5)
 
 
+def test_eagle_under_adaptive_speculation_with_filler_columns_is_lossless(target, refs, trained_head):
+    """A 1-row table where 3 drafts cost less than 1 or 2: a single row verifies its 1-2 drafts in a
+    wider forward with filler columns; the EAGLE drafter, which reads the target's states of the
+    verified columns, still gives the target's greedy output."""
+    from selfjudge.engine.adaptive import AdaptiveController
+    from selfjudge.engine.cost_profile import CostProfile
+
+    head, _, _ = trained_head
+    per_position = (1.0, 1.6, 1.7, 1.2, 1.5)
+    table = CostProfile((1, 8), (1, 2, 3, 4, 5), (per_position, tuple(8 * s for s in per_position)))
+    eng = SpeculativeEngine(target, EagleDrafter(head, target), None, num_draft_tokens=None, eos_token_id=[],
+                            adaptive=AdaptiveController(4, cost_profile=table))
+    alone = [eng.generate([p], max_new_tokens=N)[0] for p in PROMPTS]
+    assert [r.token_ids for r in alone] == refs
+    assert any(r.stats.drafts_verified[1] + r.stats.drafts_verified[2] for r in alone)  # 1-2 drafts were verified
+
+
 def test_eagle_proposals_equal_a_fresh_head_after_every_rollback(target, refs, trained_head, recording_policy,
                                                                   replay_proposals):
     """After partial acceptances the head's cache holds what a fresh prefill of the same text would:
