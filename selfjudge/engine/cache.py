@@ -127,7 +127,7 @@ class RaggedCache:
         checked to hold one run per row). Returns ``logits`` [B, S, V] (None with ``logits=False``,
         e.g. a prefill) and, with ``output_hidden_states``, the final-norm states [B, S, H], zero
         at the invalid columns."""
-        from selfjudge.engine.packed import PACKING_KWARG, PackedCacheView, packed_attention_for
+        from selfjudge.engine.packed import PACKING_KWARG, PackedCacheView, make_packing, packed_attention_for
 
         if self.decoder_only:
             raise ValueError("feed_packed: needs the full model (the cache was made decoder_only)")
@@ -142,12 +142,14 @@ class RaggedCache:
         L = self.length
         causal = torch.ones(S, L + S, dtype=torch.bool, device=mask.device).tril(L)  # [S, L+S]
         view = PackedCacheView(self.cache, rows, cols, B, S)
+        attention_mask = (mask[:, None, :] & causal)[:, None]  # [B, 1, S, L+S]
+        packing = make_packing(rows, cols, S, counts, starts, attention_mask)
         with packed_attention_for(self.model):
-            out = self.model(input_ids=input_ids[rows, cols][None], attention_mask=(mask[:, None, :] & causal)[:, None],
+            out = self.model(input_ids=input_ids[rows, cols][None], attention_mask=attention_mask,
                              position_ids=pos[rows, cols][None], use_cache=True,
                              logits_to_keep=int(rows.numel()) if logits else 1,
                              output_hidden_states=output_hidden_states,
-                             **{self._cache_kw: view, PACKING_KWARG: (rows, cols, S, list(counts), list(starts))})
+                             **{self._cache_kw: view, PACKING_KWARG: packing})
         self.valid = mask
         self.next_pos = self.next_pos + input_valid.sum(1)
         padded_logits = hidden = None

@@ -349,11 +349,11 @@ class SpeculativeEngine:
         fed = torch.cat([batch.target_next, draft_ids], 1)  # [B, k'+1]
         needs_hidden = self.policy.needs_hidden or self._drafter_needs_hidden
         if self.packed_verify and len(cycle.num_draft) > 1:  # rows pay for their own drafts only
-            counts = torch.tensor(cycle.num_draft, device=self.device) + 1  # [B]
-            valid = torch.arange(fed.shape[1], device=self.device)[None] < counts[:, None]  # [B, k'+1]
+            counts = [n + 1 for n in cycle.num_draft]
+            columns = torch.arange(fed.shape[1], device=self.device)
+            valid = columns[None] < torch.tensor(counts, device=self.device)[:, None]  # [B, k'+1]
             logits, hidden = batch.target_cache.feed_packed(fed, valid, output_hidden_states=needs_hidden,
-                                                            counts=[n + 1 for n in cycle.num_draft],
-                                                            starts=[0] * len(cycle.num_draft))
+                                                            counts=counts, starts=[0] * len(counts))
         else:
             out = batch.target_cache.feed(fed, logits_to_keep=fed.shape[1], output_hidden_states=needs_hidden)
             logits, hidden = out.logits, (out.hidden_states[-1] if needs_hidden else None)

@@ -17,16 +17,49 @@ for the length of the call that name points to :func:`packed_attention`.
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
-__all__ = ["PACKED_ATTENTION", "PACKING_KWARG", "packed_attention", "PackedCacheView", "packed_attention_for"]
+__all__ = ["PACKED_ATTENTION", "PACKING_KWARG", "Packing", "make_packing", "packed_attention", "PackedCacheView",
+           "packed_attention_for"]
 
 PACKED_ATTENTION = "selfjudge_packed"
-PACKING_KWARG = "selfjudge_packing"  # (rows [N], cols [N], S, counts, starts): where each packed token sits in [B, S]
+PACKING_KWARG = "selfjudge_packing"  # a Packing: where each packed token sits in [B, S]
+
+
+@dataclass(frozen=True)
+class Packing:
+    """Where the N packed tokens of a ``[B, S]`` batch sit, and how attention runs over them;
+    built once per forward (:func:`make_packing`), read by every layer."""
+
+    rows: torch.Tensor  # [N] row of each packed token (row-major)
+    cols: torch.Tensor  # [N] column of each packed token
+    width: int  # S
+    counts: list[int]  # per row: its tokens (one contiguous run)
+    starts: list[int]  # per row: the column of its first token
+    offsets: list[int]  # per row: where its tokens start in N
+    first_mask: torch.Tensor | None  # [B, 1, 1, L+S] mask of each row's first query; None: one batched call
+
+
+def make_packing(rows: torch.Tensor, cols: torch.Tensor, width: int, counts: list[int], starts: list[int],
+                 mask: torch.Tensor) -> Packing:
+    """The :class:`Packing` of tokens at ``rows``, ``cols`` [N] under the attention ``mask``
+    [B, 1, S, L+S]. Padding every row to S queries costs B·S·(L + S) of attention, which at long
+    contexts outweighs what packing saved elsewhere when a few rows verify many drafts (or a
+    prefill's prompts differ in length); so unless padding adds under a quarter of N, attention
+    runs per row (a call per row costs more than a quarter of padding saves)."""
+    B, N = len(counts), sum(counts)
+    offsets = [0, *itertools.accumulate(counts[:-1])]
+    first_mask = None
+    if 4 * (B * width - N) >= N:
+        at = torch.arange(B, device=mask.device), torch.tensor(starts, device=mask.device)
+        first_mask = mask[at[0], :, at[1]][:, :, None]  # [B, 1, 1, L+S]
+    return Packing(rows, cols, width, list(counts), list(starts), offsets, first_mask)
 
 
 def _sdpa(query, key, value, mask, scaling):
@@ -37,30 +70,23 @@ def _sdpa(query, key, value, mask, scaling):
 def packed_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
     """Attention for packed queries (``query`` [1, heads, N, d]) over the padded cache (``key``,
     ``value`` [B, kv_heads, L + S, d]) under ``attention_mask`` [B, 1, S, L + S] (bool);
-    returns [1, N, heads, d] as Hugging Face attention functions do.
-
-    Padding every row to S queries costs B·S·(L + S) of attention, which at long contexts
-    outweighs what packing saved elsewhere when a few rows verify many drafts (or a prefill's
-    prompts differ in length). So unless padding adds under a quarter of N, only the real queries
-    are computed: one batched call for every row's first query, then one call per row for its
-    further queries over that row's own keys (views, no copy); a call per row costs more than a
-    quarter of padding saves."""
-    rows, cols, S, counts, starts = kwargs[PACKING_KWARG]
+    returns [1, N, heads, d] as Hugging Face attention functions do. As the :class:`Packing`
+    says: one batched call over every row padded to S queries, or only the real queries (one
+    batched call for every row's first query, then one call per row for its further queries over
+    that row's own keys: views, no copy)."""
+    packing: Packing = kwargs[PACKING_KWARG]
     B, H, N, d = key.shape[0], query.shape[1], query.shape[2], query.shape[3]
-    if 4 * (B * S - N) < N:  # little padding: one batched call over [B, H, S, d]
-        q = query.new_zeros(B, S, H, d)
+    if packing.first_mask is None:  # one batched call over [B, H, S, d]
+        rows, cols = packing.rows, packing.cols
+        q = query.new_zeros(B, packing.width, H, d)
         q[rows, cols] = query[0].transpose(0, 1)  # [N, H, d] into their rows and columns
         out = _sdpa(q.transpose(1, 2), key, value, attention_mask, scaling)  # [B, H, S, d]
         return out.transpose(1, 2)[rows, cols][None], None
-    offsets = [0]  # where each row's queries start in N (row-major)
-    for n in counts[:-1]:
-        offsets.append(offsets[-1] + n)
-    at = torch.arange(B, device=key.device), torch.tensor(starts, device=key.device)
-    first_mask = attention_mask[at[0], :, at[1]][:, :, None]  # [B, 1, 1, L+S]: each row's first query
+    offsets = packing.offsets
     first = query[0][:, offsets].transpose(0, 1)[:, :, None]  # [B, H, 1, d]
     out = query.new_empty(1, H, N, d)
-    out[0, :, offsets] = _sdpa(first, key, value, first_mask, scaling)[:, :, 0].transpose(0, 1)
-    for b, (offset, n, c) in enumerate(zip(offsets, counts, starts)):
+    out[0, :, offsets] = _sdpa(first, key, value, packing.first_mask, scaling)[:, :, 0].transpose(0, 1)
+    for b, (offset, n, c) in enumerate(zip(offsets, packing.counts, packing.starts)):
         if n > 1:  # row b's further queries (columns c+1 .. c+n-1), over its own keys
             out[:, :, offset + 1:offset + n] = _sdpa(query[:, :, offset + 1:offset + n], key[b:b + 1],
                                                      value[b:b + 1], attention_mask[b:b + 1, :, c + 1:c + n], scaling)
