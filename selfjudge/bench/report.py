@@ -5,7 +5,7 @@ per task and batch size) and two PNG figures:
 ``pareto.png`` (fidelity against mean accepted length, one curve per method) and
 ``speed_vs_fidelity.png`` (tokens/s against fidelity).
 
-    selfjudge report bench/results/wallclock
+    selfjudge report runs/wallclock
 """
 
 from __future__ import annotations

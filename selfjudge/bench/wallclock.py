@@ -17,8 +17,7 @@ one folder with different ``--tasks``. ``OUT/results.{json,md}``, ``pareto.png``
 and ``speed_vs_fidelity.png`` are rebuilt from the blocks after each block.
 
     selfjudge bench --quick                       # ~2 minutes (= python bench/run_wallclock.py --quick)
-    selfjudge bench --out bench/results/wallclock # a full matrix (states its duration first)
-    bash bench/run_wallclock_full.sh              # README's matrix: two lanes on a 2-core CPU
+    selfjudge bench --out runs/wallclock          # a full matrix (states its duration first)
 
 :class:`MatrixSpec` says what to run, :func:`run_matrix` runs it (progress goes to
 the ``selfjudge.bench.wallclock`` logger); the command line is :mod:`selfjudge.cli.bench`.
@@ -200,21 +199,10 @@ def _dtype_name(spec: MatrixSpec) -> str:
 
 
 def stale_settings(block: dict, settings: dict) -> list[str]:
-    """The settings a written block was measured with that differ from ``settings`` (a key the
-    block predates counts as its default: pair smollm2-135m, drafter model, no digit protection,
-    one timing round, prompt lookup over n-grams of 3 down to 1; verifier digests are compared only where both sides
-    have one)."""
-    defaults = {"pair": DEFAULT_PAIR, "drafter": "model", "eagle_dir": None, "protect_digits": False,
-                "device": "cpu", "dtype": "float32", "rules": [], "timing_rounds": 1, "rules_budget": None}
-    if block.get("drafter") == "prompt-lookup" and "lookup" not in block:  # written before the lengths were
-        from selfjudge.models.lookup import UNRECORDED_NGRAMS
-
-        defaults["lookup"] = dict(UNRECORDED_NGRAMS)
-    if "protect_digits" not in block and block.get("protected_token_ids") is not None:
-        defaults["protect_digits"] = True
+    """The settings a written block was measured with that differ from ``settings`` (a setting the
+    block does not record differs unless it is None; verifier digests are compared only where both
+    sides have one)."""
     def comparable(key, value):
-        if value is None:
-            value = defaults.get(key)
         if key == "verifiers":  # the same file in another checkout is the same verifier
             value = {family: Path(path).name for family, path in (value or {}).items()}
         return value

@@ -1,7 +1,7 @@
 """``selfjudge bench`` (= ``python bench/run_wallclock.py``): the wall-clock matrix of decoding policies.
 
     selfjudge bench --quick                       # ~2 minutes
-    selfjudge bench --out bench/results/wallclock # a full matrix (states its duration first)
+    selfjudge bench --out runs/wallclock          # a full matrix (states its duration first)
 """
 
 from __future__ import annotations

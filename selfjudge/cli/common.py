@@ -132,7 +132,7 @@ def add_lookup_store_argument(parser: argparse.ArgumentParser) -> None:
     """``--lookup-store FILE|none``: prompt lookup's n-gram store (default: the pair's record)."""
     parser.add_argument("--lookup-store", default=None, metavar="FILE|none",
                         help="prompt lookup: the n-gram store asked where the context has no match "
-                             "(bench/build_ngram_store.py; default: the pair's record; none: no store)")
+                             "(bench/drafters/build_ngram_store.py; default: the pair's record; none: no store)")
 
 
 def add_lookup_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,11 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["NgramLookup", "UNRECORDED_NGRAMS", "lookup_match", "first_proposal", "teacher_forced_first_tokens", "lookup_id_suffix"]
-
-#: the n-gram lengths of every label run and bench block written before the lengths were recorded
-UNRECORDED_NGRAMS = {"max_ngram": 3, "min_ngram": 1}
-
+__all__ = ["NgramLookup", "lookup_match", "first_proposal", "teacher_forced_first_tokens", "lookup_id_suffix"]
 
 def lookup_match(history: list[int], k: int, max_ngram: int, min_ngram: int) -> tuple[list[int], int]:
     """Up to ``k`` tokens that followed the most recent earlier occurrence of the longest
@@ -53,13 +49,10 @@ def teacher_forced_first_tokens(lookup, prompt_ids: list[int], response_ids: lis
 
 
 def lookup_id_suffix(lookup) -> str:
-    """What a label run's draft id adds for prompt lookup with n-gram lengths other than 3..1 (the
-    lengths of every run before they became a setting), e.g. ``":ngrams3-2"``, and with an n-gram
-    store (``":store-<fingerprint>"``). A run resumed with other settings is then refused, since its
-    mismatches differ."""
-    suffix = ""
-    if {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram} != UNRECORDED_NGRAMS:
-        suffix += f":ngrams{lookup.max_ngram}-{lookup.min_ngram}"
+    """What a label run's draft id adds for prompt lookup: its n-gram lengths (e.g. ``":ngrams3-2"``)
+    and its n-gram store, if any (``":store-<fingerprint>"``). A run resumed with other settings is
+    then refused, since its mismatches differ."""
+    suffix = f":ngrams{lookup.max_ngram}-{lookup.min_ngram}"
     if lookup.store is not None:
         suffix += f":store-{lookup.store.fingerprint()}"
     return suffix

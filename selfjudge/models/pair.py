@@ -58,7 +58,7 @@ def _default_drafter_record() -> dict:
 def default_drafter(name_or_target: str = DEFAULT_PAIR, draft: str | None = None) -> str:
     """The drafter kind :func:`load_pair` uses when none is asked for: for the built-in pair
     without another draft folder, the one measured best (``assets/drafters/default.json``,
-    written from ``bench/measure_drafters.py``); otherwise ``"model"`` (a draft folder)."""
+    written from ``bench/drafters/measure_drafters.py``); otherwise ``"model"`` (a draft folder)."""
     if name_or_target != DEFAULT_PAIR or draft is not None:
         return "model"
     return _default_drafter_record()["drafter"]

@@ -10,9 +10,10 @@ BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
 
 @pytest.fixture
 def bench_script():
-    """``bench_script("compare_judges")``: the module of ``bench/compare_judges.py``, freshly loaded."""
+    """``bench_script("compare_judges")``: the module of ``bench/<group>/compare_judges.py``, freshly loaded."""
     def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+        (path,) = BENCH.glob(f"*/{name}.py")  # scripts are grouped by kind, one folder deep
+        spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod

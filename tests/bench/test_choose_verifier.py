@@ -1,4 +1,4 @@
-"""bench/choose_verifier.py: curves cut to shared prompts, the winner by its worst gap against the rules."""
+"""bench/studies/choose_verifier.py: curves cut to shared prompts, the winner by its worst gap against the rules."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""bench/compare_judges.py on synthetic label dirs with known costs and agreements."""
+"""bench/studies/compare_judges.py on synthetic label dirs with known costs and agreements."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""bench/compare_label_scores.py on synthetic bench folders: the merge check and the rival tables."""
+"""bench/studies/compare_label_scores.py on synthetic bench folders: the merge check and the rival tables."""
 
 import json
 

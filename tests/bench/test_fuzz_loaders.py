@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_loader_loads_or_refuses_in_one_value_error(tmp_path):
     out = tmp_path / "fuzz.json"
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz_loaders.py"), "--per-loader", "24",
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "reliability" / "fuzz_loaders.py"), "--per-loader", "24",
                           "--seed", "0", "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(out.read_text())

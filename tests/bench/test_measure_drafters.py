@@ -1,4 +1,4 @@
-"""bench/measure_drafters.py's choice of the default drafter and per-block best, on synthetic rows."""
+"""bench/drafters/measure_drafters.py's choice of the default drafter and per-block best, on synthetic rows."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """A finished bench block is reused only when it was measured with the same settings (prompts, drafter
-and its n-gram lengths, the verifier file's digest); committed blocks stay reusable."""
+and its n-gram lengths, the verifier file's digest); the current harness blocks stay reusable."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ def test_bench_refuses_a_block_measured_with_other_settings():
 
     spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
     old = {"max_new_tokens": 256, "prompt_ids": ["gsm8k/0", "gsm8k/1", "gsm8k/2"],
-           "verifiers": {"SelfJudge": "/elsewhere/smollm2-135m-gsm8k-selfjudge.safetensors"}, "drafter": None}
+           "verifiers": {"SelfJudge": "/elsewhere/smollm2-135m-gsm8k-selfjudge.safetensors"}, "drafter": "model"}
     now = block_settings(spec, "gsm8k", {"SelfJudge": "/here/smollm2-135m-gsm8k-selfjudge.safetensors"},
                          ["gsm8k/0", "gsm8k/1"])
     stale = stale_settings(old, now)
     assert any(s.startswith("max_new_tokens=256") for s in stale) and any(s.startswith("prompt_ids") for s in stale)
-    assert not any(s.startswith("verifiers") or s.startswith("drafter") for s in stale)  # same file, default drafter
+    assert not any(s.startswith("verifiers") or s.startswith("drafter") for s in stale)  # same file, same drafter
     assert stale_settings({**old, **now}, now) == []
-    assert "timing_rounds" not in old and not any(s.startswith("timing_rounds") for s in stale)  # default: 1
+    assert "timing_rounds" not in old and any(s.startswith("timing_rounds=None") for s in stale)  # unrecorded
     repeated = block_settings(MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", timing_rounds=2),
                               "gsm8k", {}, ["gsm8k/0", "gsm8k/1"])
     assert [s for s in stale_settings({**old, **now}, repeated) if s.startswith("timing_rounds=1")]
@@ -31,8 +31,8 @@ def test_bench_refuses_a_block_measured_with_other_settings():
 
 
 def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_path):
-    """A prompt-lookup block written before the n-gram setting was recorded counts as n-grams 3
-    to 1, so a run with other lengths refuses to reuse it; a draft-model block carries none."""
+    """A prompt-lookup block records its n-gram lengths and store, so a run with other lengths or
+    another store refuses to reuse it; a draft-model block carries none."""
     import selfjudge.models.pair as pair_mod
     from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
 
@@ -40,7 +40,9 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     fake = tmp_path / "default.json"
     monkeypatch.setattr(pair_mod, "DEFAULT_DRAFTER_FILE", fake)
     spec = MatrixSpec(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu", drafter="prompt-lookup")
-    old = {"max_new_tokens": 32, "prompt_ids": ["gsm8k/0"], "verifiers": {}, "drafter": "prompt-lookup"}
+    fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 1}}))
+    old = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])  # a block measured with n-grams 3..1, no store
+    assert old["lookup"] == {"max_ngram": 3, "min_ngram": 1}
     fake.write_text(json.dumps({**record, "lookup": {"max_ngram": 3, "min_ngram": 2}}))
     now = block_settings(spec, "gsm8k", {}, ["gsm8k/0"])
     assert now["lookup"] == {"max_ngram": 3, "min_ngram": 2}
@@ -69,19 +71,20 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     assert gated["lookup"]["store_min_accepted"] == 1.0 and stale_settings({**old, **with_store}, gated)
 
 
-def test_committed_default_drafter_blocks_match_the_default_record():
-    """The README's default-drafter harness (bench/results/rules-default) was measured with the
-    n-gram lengths the default record gives today, without an n-gram store (the store came after;
-    the README says so): a changed record must come with a rerun."""
+def test_the_current_harness_blocks_match_the_default_record():
+    """The README's harness (bench/results/eval24; GSM8K: its rerun with the shipped verifier) was
+    measured with the default drafter's record and the verifiers as they are today: a changed record
+    or verifier must come with a rerun."""
     from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
 
-    root = Path(__file__).resolve().parents[3] / "bench" / "results" / "rules-default" / "blocks"
-    paths = sorted(root.glob("*.json"))
-    assert paths
+    root = Path(__file__).resolve().parents[3] / "bench" / "results" / "eval24"
+    paths = [root / "blocks" / "sharegpt_b8.json", root / "blocks" / "summarize_b8.json",
+             root / "gsm8k-verifier-q0.95" / "blocks" / "gsm8k_b8.json"]
     for path in paths:
         block = json.loads(path.read_text())
         spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
-                          device="cpu", drafter=block["drafter"], rules=block["rules"], lookup_store="none")
+                          device="cpu", drafter=block["drafter"], rules=block["rules"],
+                          rules_budget=block.get("rules_budget"), timing_rounds=block["timing_rounds"])
         now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
         assert stale_settings(block, now) == [], path
 
@@ -94,19 +97,6 @@ def test_bench_unknown_threshold_name_is_an_error():
     assert [c.threshold for c in make_configs([4], [], {"SelfJudge": v}, ["F", "0.5"], [], [4]) if c.threshold] == ["F", "0.5"]
     with pytest.raises(ValueError, match="Fx"):
         make_configs([4], [], {"SelfJudge": v}, ["F", "Fx"], [], [4])
-
-
-def test_committed_bench_blocks_are_still_reusable():
-    """The README's measured blocks, read with the settings that made them, are not stale."""
-    from selfjudge.bench.wallclock import MatrixSpec, block_settings, stale_settings
-
-    root = Path(__file__).resolve().parents[3] / "bench" / "results" / "wallclock" / "blocks"
-    for path in sorted(root.glob("*.json")):
-        block = json.loads(path.read_text())
-        spec = MatrixSpec(tasks=[block["task"]], limit=len(block["prompt_ids"]), max_new_tokens=block["max_new_tokens"],
-                          device="cpu")
-        now = block_settings(spec, block["task"], block["verifiers"], block["prompt_ids"])
-        assert stale_settings(block, now) == [], path
 
 
 def test_bench_refuses_a_block_whose_verifier_was_retrained_under_the_same_name(tmp_path):

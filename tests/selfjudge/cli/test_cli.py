@@ -107,13 +107,13 @@ def test_train_eagle_end_to_end_then_generate_with_the_head(tmp_path):
     assert json.loads(res.stdout.splitlines()[-1])["token_ids"] == json.loads(ref.stdout.splitlines()[-1])["token_ids"]
 
 
-def test_label_draft_id_names_prompt_lookup_lengths_other_than_the_historic_ones():
-    """Label runs record prompt lookup's n-gram lengths in their draft id when they are not 3..1
-    (every run before the setting existed), so a resume with other lengths is refused."""
+def test_label_draft_id_names_prompt_lookup_lengths():
+    """Label runs record prompt lookup's n-gram lengths in their draft id, so a resume with other
+    lengths is refused."""
     from selfjudge.cli.common import lookup_suffix
     from selfjudge.engine.prompt_lookup import PromptLookupDrafter
 
-    assert lookup_suffix(PromptLookupDrafter(10)) == ""
+    assert lookup_suffix(PromptLookupDrafter(10)) == ":ngrams3-1"
     assert lookup_suffix(PromptLookupDrafter(10, max_ngram=3, min_ngram=2)) == ":ngrams3-2"
     assert lookup_suffix(PromptLookupDrafter(10, max_ngram=4, min_ngram=1)) == ":ngrams4-1"
     assert lookup_suffix(object()) == ""

@@ -7,7 +7,6 @@ executes it three times and checks the output stays lossless.
 
 
 import pytest
-import torch
 
 from selfjudge.engine import SpeculativeEngine
 

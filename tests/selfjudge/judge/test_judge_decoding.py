@@ -50,7 +50,7 @@ def test_shipped_verifiers_load_for_the_default_pair(method, task, drafter):
     assert {"F", "R", "q0.50", "q0.99"} <= set(v.thresholds) and all(math.isfinite(t) for t in v.thresholds.values())
     assert 0.0 <= m["metrics"]["val_roc_auc"] <= 1.0
     if method == "selfjudge":
-        # tau: a quantile of the swap scores, chosen per task (bench/make_default_verifiers.sh sweeps 0.8..0.95)
+        # tau: a quantile of the swap scores, chosen per task (bench/studies/make_default_verifiers.sh sweeps 0.8..0.95)
         assert m["window"] == 20 and 0.5 <= m["tau_quantile"] <= 0.95 and math.isfinite(m["tau"])
     assert torch.isfinite(v.weight).all()
     # a different model's verifier is refused

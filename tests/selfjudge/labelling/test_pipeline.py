@@ -277,7 +277,7 @@ def test_prompt_lookup_in_the_pair_labels_and_is_named_as_the_command_line_names
     summary = label("tiny-target", None, task=StubTask(), out=tmp_path / "pl", window=5, tau=0.0, limit=4,
                     batch_size=2, pair=(tgt, lookup, tok), progress=False)
     _, rows, man = read_labels(tmp_path / "pl")
-    assert man["draft"] == "tiny-target:prompt-lookup"
+    assert man["draft"] == "tiny-target:prompt-lookup:ngrams3-1"
     assert summary["proposals"] < summary["response_tokens"]  # lookup proposes only where the text repeats
     exs = StubTask().examples("train", 4)
     prompts = [tok(StubTask().build_prompt(tok, e))["input_ids"] for e in exs]

@@ -231,5 +231,5 @@ def test_a_pairs_lookup_proposes_teacher_forced_as_the_engines_drafter():
             assert pair_slot.teacher_forced_top1(prompt, response) == drafter.teacher_forced_top1(prompt, response)
         assert lookup_id_suffix(pair_slot) == lookup_id_suffix(drafter)
     assert NgramLookup(20, 2, 2, store=store).teacher_forced_top1([3, 10], [11, 12, 7]) == [None, 12, 13]
-    assert lookup_id_suffix(NgramLookup(20, 3, 1)) == ""
+    assert lookup_id_suffix(NgramLookup(20, 3, 1)) == ":ngrams3-1"
     assert lookup_id_suffix(NgramLookup(20, 3, 2, store=store)) == f":ngrams3-2:store-{store.fingerprint()}"
