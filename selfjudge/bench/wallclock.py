@@ -19,7 +19,7 @@ and ``speed_vs_fidelity.png`` are rebuilt from the blocks after each block.
     selfjudge bench --quick                       # ~2 minutes (= python bench/run_wallclock.py --quick)
     selfjudge bench --out runs/wallclock          # a full matrix (states its duration first)
 
-:class:`MatrixSpec` says what to run, :func:`run_matrix` runs it (progress goes to
+:class:`~selfjudge.bench.matrix_spec.MatrixSpec` says what to run, :func:`run_matrix` runs it (progress goes to
 the ``selfjudge.bench.wallclock`` logger); the command line is :mod:`selfjudge.cli.bench`.
 """
 
@@ -30,76 +30,18 @@ import logging
 import os
 import platform
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from selfjudge.bench.block_schema import file_digest
 from selfjudge.bench.report import BLOCKS, write_report
-from selfjudge.builtin import DEFAULT_PAIR
+from selfjudge.bench.matrix_spec import MatrixSpec
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
 
-DEFAULT_MAX_NEW = {"gsm8k": 256, "humaneval": 256, "gpqa": 256, "sharegpt": 128, "summarize": 96}
-SWEEP = ["q0.50", "q0.80", "q0.90", "q0.95", "q0.98", "q0.99"]
-JUDGE_FAMILIES = ("SelfJudge", "AutoJudge")
 #: open-ended tasks without a verifier of their own use the open-ended ShareGPT one (else GSM8K's)
 OPEN_ENDED_FALLBACK = {"summarize": "sharegpt"}
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass
-class MatrixSpec:
-    """What one ``selfjudge bench`` run measures (the defaults are the full matrix)."""
-
-    pair: str = DEFAULT_PAIR
-    tasks: list[str] = field(default_factory=lambda: ["gsm8k", "humaneval", "gpqa", "sharegpt"])
-    limit: int = 8  # prompts per task
-    split: str = "eval"  # "eval" (reported figures) or "val" (choosing thresholds and settings)
-    max_new_tokens: int | None = None  # None: DEFAULT_MAX_NEW per task
-    ks: list[int] = field(default_factory=lambda: [4, 8])
-    adaptive_ks: list[int] = field(default_factory=lambda: [4])  # adaptive speculation, at most K drafts per row
-    batch_sizes: list[int] = field(default_factory=lambda: [1, 8])
-    top_ks: list[int] = field(default_factory=lambda: [2, 5])
-    judges: list[str] = field(default_factory=lambda: list(JUDGE_FAMILIES))
-    thresholds: list[str] = field(default_factory=lambda: ["F", "R"])  # named judge thresholds
-    sweep: list[str] = field(default_factory=lambda: list(SWEEP))  # extra thresholds for the Pareto curves
-    sweep_ks: list[int] | None = None  # K values with the sweep (None: the first K)
-    sweep_batches: list[int] | None = None  # batch sizes with the sweep (None: the largest)
-    selfjudge_verifier: str | None = None  # None: the shipped one, per task
-    autojudge_verifier: str | None = None  # None: the shipped GSM8K one
-    protect_digits: bool = False  # judges may not accept or replace digit tokens
-    rules: list[str] = field(default_factory=list)  # training-free lossy rules swept at sweep_ks (matrix.RULE_SWEEPS)
-    rules_budget: float | None = None  # each rule only at its validation setting within this budget
-    drafter: str = "model"  # "model" (the pair's draft), "eagle" (eagle_dir) or "prompt-lookup"
-    eagle_dir: str | None = None
-    lookup_store: str | None = None  # prompt lookup's n-gram store: None the pair's, "none" no store, or a file
-    hf_baselines: bool = False  # batch-1 blocks also run Hugging Face generate and assisted generation
-    threads: int = 1
-    timing_rounds: int = 1  # times every prompt group is timed (configurations in alternating order)
-    device: str = "auto"  # where the models run (selfjudge.devices.resolve_device)
-    dtype: str = "auto"  # bfloat16 on CUDA, float32 on the CPU
-    out: Path = Path("selfjudge-bench")
-    force: bool = False  # redo blocks that are already written
-    estimate_only: bool = False  # log the expected duration and stop
-
-    def __post_init__(self) -> None:
-        self.out = Path(self.out)
-        if self.sweep_ks is None:
-            self.sweep_ks = self.ks[:1]
-        if self.sweep_batches is None:
-            self.sweep_batches = [max(self.batch_sizes)] if self.batch_sizes else []
-        if self.timing_rounds < 1:
-            raise ValueError(f"timing_rounds must be >= 1, got {self.timing_rounds}")
-        if self.limit < 1:
-            raise ValueError(f"limit must be >= 1, got {self.limit}")
-        if not self.ks or any(k < 1 for k in self.ks):
-            raise ValueError(f"ks must be >= 1, got {self.ks}")
-        if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
-            raise ValueError(f"batch_sizes must be >= 1, got {self.batch_sizes}")
-        unknown = [j for j in self.judges if j not in JUDGE_FAMILIES]
-        if unknown:
-            raise ValueError(f"judges must be among {JUDGE_FAMILIES}, got {unknown}")
 
 
 def environment() -> dict:
@@ -137,47 +79,47 @@ def load_judges(spec: MatrixSpec, task: str, hidden_size: int) -> tuple[dict, di
     from selfjudge.judge.verifier import shipped_verifier_for
 
     judges, paths = {}, {}
-    for family, method, override in (("SelfJudge", "selfjudge", spec.selfjudge_verifier),
-                                     ("AutoJudge", "autojudge", spec.autojudge_verifier)):
-        if family not in spec.judges:
+    for family, method, override in (("SelfJudge", "selfjudge", spec.methods.selfjudge_verifier),
+                                     ("AutoJudge", "autojudge", spec.methods.autojudge_verifier)):
+        if family not in spec.methods.judges:
             continue
         path = override
         if path is None:  # its own task's, else the nearest; labels of this drafter, else the draft model's
-            path = shipped_verifier_for(method, spec.pair, (task, OPEN_ENDED_FALLBACK.get(task, "gsm8k"), "gsm8k"),
-                                        spec.drafter)
+            path = shipped_verifier_for(method, spec.workload.pair, (task, OPEN_ENDED_FALLBACK.get(task, "gsm8k"), "gsm8k"),
+                                        spec.drafting.drafter)
         if path is None:
             _log.warning(f"[wallclock] no {family} verifier for {task}: its configurations are skipped")
             continue
-        judges[family] = load_verifier(path, expect_model=spec.pair, expect_hidden_size=hidden_size,
-                                       expect_fingerprint=target_fingerprint(spec.pair))
+        judges[family] = load_verifier(path, expect_model=spec.workload.pair, expect_hidden_size=hidden_size,
+                                       expect_fingerprint=target_fingerprint(spec.workload.pair))
         paths[family] = str(path)
     return judges, paths
 
 
 def block_settings(spec: MatrixSpec, task: str, verifier_paths: dict, prompt_ids: list[str]) -> dict:
     """What a block's numbers depend on, as written into it: a rerun reuses the block only if equal."""
-    return {"pair": spec.pair, "max_new_tokens": spec.max_new_tokens or DEFAULT_MAX_NEW.get(task, 128),
+    return {"pair": spec.workload.pair, "max_new_tokens": spec.workload.new_tokens(task),
             "prompt_ids": list(prompt_ids), "verifiers": dict(verifier_paths),
             "verifier_sha256": {family: file_digest(path) for family, path in verifier_paths.items()},
-            "drafter": spec.drafter,
-            "eagle_dir": spec.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.protect_digits,
-            "rules": sorted(spec.rules), "device": _device_name(spec.device), "dtype": _dtype_name(spec),
-            "timing_rounds": spec.timing_rounds, "rules_budget": spec.rules_budget}
+            "drafter": spec.drafting.drafter,
+            "eagle_dir": spec.drafting.eagle_dir, "lookup": _lookup_settings(spec), "protect_digits": spec.methods.protect_digits,
+            "rules": sorted(spec.sweeps.rules), "device": _device_name(spec.execution.device), "dtype": _dtype_name(spec),
+            "timing_rounds": spec.execution.timing_rounds, "rules_budget": spec.sweeps.rules_budget}
 
 
 def _lookup_settings(spec: MatrixSpec) -> dict | None:
     """Prompt lookup's n-gram lengths and n-gram store (its fingerprint; absent without one) when it
     drafts (they change every speculative number), else None."""
-    if spec.drafter != "prompt-lookup":
+    if spec.drafting.drafter != "prompt-lookup":
         return None
     from selfjudge.models.pair import default_lookup
 
-    lookup = default_lookup(1, spec.pair)
+    lookup = default_lookup(1, spec.workload.pair)
     store = lookup.store
-    if spec.lookup_store is not None:
+    if spec.drafting.lookup_store is not None:
         from selfjudge.models.ngram_store import load_ngram_store
 
-        store = None if spec.lookup_store == "none" else load_ngram_store(spec.lookup_store)
+        store = None if spec.drafting.lookup_store == "none" else load_ngram_store(spec.drafting.lookup_store)
     settings = {"max_ngram": lookup.max_ngram, "min_ngram": lookup.min_ngram}
     if store is not None:
         settings["store"] = store.fingerprint()
@@ -195,7 +137,7 @@ def _device_name(device: str) -> str:
 def _dtype_name(spec: MatrixSpec) -> str:
     from selfjudge.devices import resolve_device, resolve_dtype
 
-    return str(resolve_dtype(spec.dtype, resolve_device(spec.device))).replace("torch.", "")
+    return str(resolve_dtype(spec.execution.dtype, resolve_device(spec.execution.device))).replace("torch.", "")
 
 
 def stale_settings(block: dict, settings: dict) -> list[str]:
@@ -220,12 +162,12 @@ def stale_settings(block: dict, settings: dict) -> list[str]:
 def _reusable(spec: MatrixSpec, task: str, batch: int, verifier_paths: dict) -> bool:
     """Whether the block is written with this run's settings; ``ValueError`` if it is written
     with others (reusing it would mix two settings in one table, redoing it would lose it)."""
-    path = spec.out / BLOCKS / f"{task}_b{batch}.json"
+    path = spec.execution.out / BLOCKS / f"{task}_b{batch}.json"
     if not path.exists():
         return False
     from selfjudge.tasks import load_task
 
-    prompt_ids = [ex.prompt_id for ex in load_task(task).examples(spec.split, limit=spec.limit)]
+    prompt_ids = [ex.prompt_id for ex in load_task(task).examples(spec.workload.split, limit=spec.workload.limit)]
     stale = stale_settings(json.loads(path.read_text()), block_settings(spec, task, verifier_paths, prompt_ids))
     if stale:
         raise ValueError(f"out: {path} was measured with {'; '.join(stale)}: rerun with --force to redo it, "
@@ -240,12 +182,12 @@ def _load_models(spec: MatrixSpec):
 
     # a draft model only where one drafts or Hugging Face's assisted generation runs ("prompt-lookup"
     # loads the target alone, so a target folder without a draft works)
-    needs_draft = spec.drafter == "model" or spec.hf_baselines
-    target, draft, tok = load_pair(spec.pair, device=spec.device, dtype=spec.dtype,
+    needs_draft = spec.drafting.drafter == "model" or spec.methods.hf_baselines
+    target, draft, tok = load_pair(spec.workload.pair, device=spec.execution.device, dtype=spec.execution.dtype,
                                    drafter="model" if needs_draft else "prompt-lookup")
     draft = draft if needs_draft else None
-    drafter = make_drafter(spec.drafter, target, draft, eagle_dir=spec.eagle_dir, pair=spec.pair,
-                           lookup_store=spec.lookup_store)
+    drafter = make_drafter(spec.drafting.drafter, target, draft, eagle_dir=spec.drafting.eagle_dir, pair=spec.workload.pair,
+                           lookup_store=spec.drafting.lookup_store)
     return target, draft, tok, drafter
 
 
@@ -254,15 +196,15 @@ def _plan(spec: MatrixSpec, hidden: int) -> list[tuple]:
     from selfjudge.bench.matrix import make_configs
 
     plan = []
-    for task_name in spec.tasks:
+    for task_name in spec.workload.tasks:
         judges, paths = load_judges(spec, task_name, hidden)
-        for b in spec.batch_sizes:
-            sweep = spec.sweep if b in spec.sweep_batches else []
-            configs = make_configs(spec.ks, spec.top_ks, judges, spec.thresholds, sweep, spec.sweep_ks,
-                                   hf_baselines=spec.hf_baselines and b == 1,
-                                   hf_prompt_lookup=spec.drafter == "prompt-lookup",
-                                   rules=spec.rules if b in spec.sweep_batches else (), adaptive_ks=spec.adaptive_ks,
-                                   rules_budget=spec.rules_budget)
+        for b in spec.workload.batch_sizes:
+            sweep = spec.sweeps.sweep if b in spec.sweeps.sweep_batches else []
+            configs = make_configs(spec.methods.ks, spec.methods.top_ks, judges, spec.methods.thresholds, sweep, spec.sweeps.sweep_ks,
+                                   hf_baselines=spec.methods.hf_baselines and b == 1,
+                                   hf_prompt_lookup=spec.drafting.drafter == "prompt-lookup",
+                                   rules=spec.sweeps.rules if b in spec.sweeps.sweep_batches else (), adaptive_ks=spec.methods.adaptive_ks,
+                                   rules_budget=spec.sweeps.rules_budget)
             plan.append((task_name, b, configs, judges, paths))
     return plan
 
@@ -278,10 +220,10 @@ def _estimate(spec: MatrixSpec, plan: list[tuple], todo: list[tuple], target, to
     t0 = time.perf_counter()
     n = len(warm.generate([probe], max_new_tokens=16)[0].token_ids)
     step = (time.perf_counter() - t0) / max(n, 1)
-    est = sum(len(cfgs) * spec.timing_rounds * spec.limit * (spec.max_new_tokens or DEFAULT_MAX_NEW.get(t, 128)) * step / b ** 0.5
+    est = sum(len(cfgs) * spec.execution.timing_rounds * spec.workload.limit * spec.workload.new_tokens(t) * step / b ** 0.5
               for t, b, cfgs, _, _ in todo)
     _log.info(f"[wallclock] {len(todo)} of {len(plan)} blocks to run, "
-              f"{sum(len(p[2]) for p in todo)} configurations x {spec.limit} prompts; target-only step "
+              f"{sum(len(p[2]) for p in todo)} configurations x {spec.workload.limit} prompts; target-only step "
               f"{1000 * step:.0f} ms -> expected about {est / 60:.0f} min")
 
 
@@ -294,23 +236,23 @@ def _run_one_block(spec: MatrixSpec, command: str, planned: tuple, models: tuple
     task_name, b, configs, judges, paths = planned
     target, draft, tok, drafter = models
     task = load_task(task_name)
-    examples = task.examples(spec.split, limit=spec.limit)
+    examples = task.examples(spec.workload.split, limit=spec.workload.limit)
     prompts = [task.build_prompt(tok, ex) for ex in examples]
-    max_new = spec.max_new_tokens or DEFAULT_MAX_NEW.get(task_name, 128)
+    max_new = spec.workload.new_tokens(task_name)
     engines = build_engines(target, draft, tok, configs, judges, protected_token_ids=protected, drafter=drafter)
     for c in configs[:2]:  # warm-up: first-call allocations of the target-only and SD paths
         engines[c.key].generate(prompts[:1], max_new_tokens=4)
     t_block = time.perf_counter()
     rows = run_block(engines, configs, TaskScorer(task, target, tok), examples, prompts, b, max_new,
-                     timing_rounds=spec.timing_rounds)
+                     timing_rounds=spec.execution.timing_rounds)
     block = {
-        "task": task_name, "batch": b, "split": spec.split, "command": command,
+        "task": task_name, "batch": b, "split": spec.workload.split, "command": command,
         **block_settings(spec, task_name, paths, [ex.prompt_id for ex in examples]),
         "protected_token_ids": protected,
         "environment": environment(), "block_seconds": time.perf_counter() - t_block, "rows": rows,
     }
-    write_json(spec.out / BLOCKS / f"{task_name}_b{b}.json", block)  # a block is either whole or absent
-    write_report(spec.out)
+    write_json(spec.execution.out / BLOCKS / f"{task_name}_b{b}.json", block)  # a block is either whole or absent
+    write_report(spec.execution.out)
     best = max((r for r in rows if r["policy"] != "autoregressive"), key=lambda r: r["tokens_per_s"], default=None)
     _log.info(f"[wallclock] {task_name} batch {b}: {len(rows)} configurations in {block['block_seconds']:.0f} s"
               + (f"; fastest {best['name']}@K{best['K']} {best['speedup_vs_target_only']:.2f}x target-only"
@@ -324,23 +266,23 @@ def run_matrix(spec: MatrixSpec, command: str) -> Path:
 
     from selfjudge.folders import lock_folder
 
-    torch.set_num_threads(spec.threads)
+    torch.set_num_threads(spec.execution.threads)
     models = _load_models(spec)
     target, tok = models[0], models[2]
-    lock = lock_folder(spec.out, command)  # noqa: F841 - held to the end: runs share a folder one after the other
-    (spec.out / BLOCKS).mkdir(parents=True, exist_ok=True)
+    lock = lock_folder(spec.execution.out, command)  # noqa: F841 - held to the end: runs share a folder one after the other
+    (spec.execution.out / BLOCKS).mkdir(parents=True, exist_ok=True)
     plan = _plan(spec, int(target.config.hidden_size))
-    todo = [p for p in plan if spec.force or not _reusable(spec, p[0], p[1], p[4])]
+    todo = [p for p in plan if spec.execution.force or not _reusable(spec, p[0], p[1], p[4])]
     _estimate(spec, plan, todo, target, tok)
-    if spec.estimate_only:
-        return spec.out
+    if spec.execution.estimate_only:
+        return spec.execution.out
     protected = None
-    if spec.protect_digits:
+    if spec.methods.protect_digits:
         from selfjudge.engine import digit_token_ids
 
         protected = digit_token_ids(tok)
     for planned in todo:
         _run_one_block(spec, command, planned, models, protected)
     if not todo:
-        write_report(spec.out)
-    return spec.out
+        write_report(spec.execution.out)
+    return spec.execution.out

@@ -16,7 +16,7 @@ _DEFAULT_OUT = Path("selfjudge-bench")  # in the working folder, never the packa
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    from selfjudge.bench.wallclock import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
+    from selfjudge.bench.matrix_spec import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
 
     add_model_arguments(ap, draft=False)
     ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"], help="tasks to run")
@@ -68,8 +68,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace):
-    """The :class:`~selfjudge.bench.wallclock.MatrixSpec` of parsed arguments (``--quick`` applied)."""
-    from selfjudge.bench.wallclock import MatrixSpec
+    """The :class:`~selfjudge.bench.matrix_spec.MatrixSpec` of parsed arguments (``--quick`` applied)."""
+    from selfjudge.bench.matrix_spec import MatrixSpec
 
     fields = {k: getattr(args, k) for k in (
         "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
@@ -83,7 +83,7 @@ def spec_from_args(args: argparse.Namespace):
         fields.update(tasks=["gsm8k"], limit=2, max_new_tokens=32, ks=[4], batch_sizes=[1], top_ks=[2], sweep=[])
         if args.out == _DEFAULT_OUT:
             fields["out"] = Path("selfjudge-bench-quick")
-    return MatrixSpec(**fields)
+    return MatrixSpec.from_options(**fields)
 
 
 def parse_args(argv: list[str] | None = None):

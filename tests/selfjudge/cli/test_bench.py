@@ -15,13 +15,26 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_quick_sets_a_small_matrix_and_its_own_folder():
     a = bench_cli.parse_args(["--quick"])
-    assert (a.tasks, a.limit, a.max_new_tokens, a.ks, a.batch_sizes, a.sweep) == (["gsm8k"], 2, 32, [4], [1], [])
-    assert a.out == Path("selfjudge-bench-quick")
-    assert bench_cli.parse_args([]).out == Path("selfjudge-bench")
+    w = a.workload
+    assert (w.tasks, w.limit, w.max_new_tokens, a.methods.ks, w.batch_sizes, a.sweeps.sweep) == (["gsm8k"], 2, 32, [4], [1], [])
+    assert a.execution.out == Path("selfjudge-bench-quick")
     full = bench_cli.parse_args([])
-    assert full.ks == [4, 8] and full.batch_sizes == [1, 8] and full.sweep_ks == [4] and full.sweep_batches == [8]
-    assert {"gsm8k", "humaneval", "gpqa", "sharegpt"} == set(full.tasks)
-    assert full.split == "eval" and bench_cli.parse_args(["--split", "val"]).split == "val"
+    assert full.execution.out == Path("selfjudge-bench")
+    assert full.methods.ks == [4, 8] and full.workload.batch_sizes == [1, 8]
+    assert full.sweeps.sweep_ks == [4] and full.sweeps.sweep_batches == [8]
+    assert {"gsm8k", "humaneval", "gpqa", "sharegpt"} == set(full.workload.tasks)
+    assert full.workload.split == "eval" and bench_cli.parse_args(["--split", "val"]).workload.split == "val"
+
+
+def test_flat_options_go_to_their_groups_and_unknown_ones_are_named():
+    from selfjudge.bench.matrix_spec import MatrixSpec
+
+    spec = MatrixSpec.from_options(limit=3, ks=[2, 5], rules=["fly"], drafter="prompt-lookup", timing_rounds=2)
+    assert (spec.workload.limit, spec.methods.ks, spec.sweeps.rules) == (3, [2, 5], ["fly"])
+    assert (spec.drafting.drafter, spec.execution.timing_rounds) == ("prompt-lookup", 2)
+    assert spec.sweeps.sweep_ks == [2] and spec.sweeps.sweep_batches == [8]  # first K, largest batch
+    with pytest.raises(TypeError, match="limt"):
+        MatrixSpec.from_options(limt=3)
 
 
 @pytest.mark.parametrize("bad", [["--limit", "0"], ["--ks", "0"], ["--batch-sizes", "0"], ["--judges", "Nope"],

@@ -36,7 +36,7 @@ def test_label_draft_ids_name_the_ngram_store(tmp_path):
 
     a, b = NgramStore([[1, 2, 3, 1, 2, 4]], min_count=1), NgramStore([[1, 2, 3, 1, 2, 5]], min_count=1)
     again = load_ngram_store(a.save(tmp_path / "a.safetensors"))
-    assert lookup_suffix(PromptLookupDrafter(8)) == ""
+    assert lookup_suffix(PromptLookupDrafter(8)) == ":ngrams3-1"
     assert lookup_suffix(PromptLookupDrafter(8, min_ngram=2)) == ":ngrams3-2"
     with_a = lookup_suffix(PromptLookupDrafter(8, min_ngram=2, store=a))
     assert with_a == f":ngrams3-2:store-{a.fingerprint()}" == lookup_suffix(PromptLookupDrafter(8, min_ngram=2, store=again))
@@ -98,5 +98,5 @@ def test_bench_takes_a_lookup_store_for_prompt_lookup_only(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--drafter", "model", "--lookup-store", "none"])
     assert "--lookup-store only applies to --drafter prompt-lookup" in capsys.readouterr().err
-    assert parse_args(["--drafter", "prompt-lookup", "--lookup-store", "none"]).lookup_store == "none"
-    assert parse_args(["--drafter", "prompt-lookup"]).lookup_store is None
+    assert parse_args(["--drafter", "prompt-lookup", "--lookup-store", "none"]).drafting.lookup_store == "none"
+    assert parse_args(["--drafter", "prompt-lookup"]).drafting.lookup_store is None
