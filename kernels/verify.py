@@ -17,8 +17,9 @@ import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa: F401 (re-exported)
-from .verify_options import (VerifyOutput, draw_noise, fly_options, noise_for, phi_weight_for, prepare_inputs,
-                             unit_scale_of)
+from .verify_noise import draw_noise, noise_for
+from .verify_options import fly_options, phi_weight_for, prepare_inputs, unit_scale_of
+from .verify_output import VerifyOutput
 from .verify_torch import native_verify
 
 __all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise", "sanitized_cu"]

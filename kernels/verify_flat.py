@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_options import (PreparedInputs, VerifyOutput, fly_options, noise_for, phi_weight_for, prepare_inputs,
-                             unit_scale_of)
+from .verify_noise import noise_for
+from .verify_options import PreparedInputs, fly_options, phi_weight_for, prepare_inputs, unit_scale_of
+from .verify_output import VerifyOutput
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]

@@ -1,79 +1,21 @@
-"""What the two layouts of the verify op share: the result type, the noise, and the validation
-of the options (temperature, judge, relaxations, FLy) into the launcher's arguments.
+"""The validation both layouts of the verify op share: the options (temperature, judge,
+relaxations, FLy) checked and normalised into the launcher's arguments.
 
 :func:`selfjudge.kernels.verify.verify` (padded) and :func:`selfjudge.kernels.verify.verify_flat` (vLLM's
-flattened layout) both call :func:`prepare_inputs`, :func:`fly_options` and :func:`noise_for`,
-so both layouts accept and refuse the same inputs with the same messages.
+flattened layout) both call :func:`prepare_inputs` and :func:`fly_options`,
+so both layouts accept and refuse the same inputs with the same messages. The result type is
+:mod:`.verify_output`, the random numbers :mod:`.verify_noise`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
 from .checks import check_device, check_shape, check_tensor
 
-#: the output id of a position after the first rejection (vLLM's convention)
-PLACEHOLDER_TOKEN_ID = -1
-
-__all__ = ["PreparedInputs", "VerifyOutput", "draw_noise", "fly_options", "noise_for", "phi_weight_for",
-           "prepare_inputs", "unit_scale_of"]
-
-_MASK63 = (1 << 63) - 1
-
-
-@dataclass
-class VerifyOutput:
-    """Result of one verify call.
-
-    Attributes:
-        output_token_ids: ``[B, K+1]`` int64: the kept draft tokens then one
-            recovered or bonus token, padded with -1.
-        num_accepted: ``[B]`` int64: draft tokens kept (emitted = this + 1).
-        align_accepted: ``[B, K]`` bool: the lossless rule accepted position i
-            (only positions the walk evaluated: i < n_b and up to the first
-            rejection).
-        judge_accepted: ``[B, K]`` bool: the relaxed rule accepted position i
-            (judge logit > threshold or ``relaxed_accept``, and not ``judge_blocked``;
-            or FLy's deferred acceptance), same positions.
-        judge_logits: ``[B, K]`` fp32 ``h . w + bias`` (NaN for i >= n_b), or
-            None when no judge was given.
-    """
-
-    output_token_ids: torch.Tensor
-    num_accepted: torch.Tensor
-    align_accepted: torch.Tensor
-    judge_accepted: torch.Tensor
-    judge_logits: torch.Tensor | None
-
-
-def _noise_generator(device, seed, offset, generator):
-    if generator is not None:
-        return generator
-    if seed is None:
-        return None  # torch's default generator for that device
-    g = torch.Generator(device=device)
-    # (seed, offset) -> one 63-bit seed, so each cycle's noise is replayable
-    g.manual_seed((int(seed) * 0x9E3779B97F4A7C15 + int(offset) * 0xBF58476D1CE4E5B9 + 1) & _MASK63)
-    return g
-
-
-def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator=None):
-    """Noise for one call: ``uniforms [B, K]`` fp64 in (0, 1] and ``exponentials [B, V]`` fp32 in (0, inf] (Exp(1)).
-
-    Uniforms are float64 because float32 ``rand`` can return exactly 0 (vLLM
-    does the same). One row of exponentials per request serves both the
-    recovered and the bonus token (a request emits exactly one of them).
-    """
-    g = _noise_generator(device, seed, offset, generator)
-    u = torch.rand(B, K, dtype=torch.float64, device=device, generator=g)
-    u = 1.0 - u  # [0, 1) -> (0, 1]
-    # E = -log(U), U uniform in [0, 1): ~8x faster on CPU than exponential_
-    # (U = 0 gives E = inf: that lane scores 0 and never wins a race)
-    e = torch.rand(B, V, dtype=torch.float32, device=device, generator=g).log_().neg_()
-    return u, e
+__all__ = ["PreparedInputs", "fly_options", "phi_weight_for", "prepare_inputs", "unit_scale_of"]
 
 
 class PreparedInputs(NamedTuple):
@@ -210,22 +152,3 @@ def fly_options(window, threshold, top_k, K: int) -> tuple[int, float, int] | No
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"fly_entropy_top_k must be an int >= 1, got {top_k!r}")
     return int(window), threshold, int(top_k)
-
-
-def noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
-    """(uniforms, exponentials) of one call: none when every row is greedy, else the caller's
-    ``noise`` (a :func:`draw_noise` result replayed: same tokens from either backend) or a fresh draw."""
-    if all_greedy:
-        return None, None
-    if noise is not None:
-        if not (isinstance(noise, tuple) and len(noise) == 2):
-            raise ValueError("noise must be the (uniforms, exponentials) pair draw_noise returns")
-        u, e = noise
-        check_tensor("noise[0]", u, 2, floating=True)
-        check_shape("noise[0]", u, (B, K))
-        check_device("noise[0]", u, device, "target_logits")
-        check_tensor("noise[1]", e, 2, floating=True)
-        check_shape("noise[1]", e, (B, V))
-        check_device("noise[1]", e, device, "target_logits")
-        return u, e
-    return draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)

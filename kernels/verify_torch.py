@@ -46,7 +46,7 @@ from __future__ import annotations
 import torch
 
 from .judge_features import position_features
-from .verify_options import PLACEHOLDER_TOKEN_ID
+from .verify_output import PLACEHOLDER_TOKEN_ID
 
 
 _CHUNK_ELEMS = 1 << 18  # CPU: logits rows per chunk so one fp32 chunk is ~1 MB (cache-resident)

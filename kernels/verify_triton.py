@@ -18,7 +18,7 @@ from typing import Callable, NamedTuple
 import torch
 import triton
 
-from .verify_options import PLACEHOLDER_TOKEN_ID
+from .verify_output import PLACEHOLDER_TOKEN_ID
 from .verify_split import split_launches
 from .verify_triton_kernel import _verify_kernel
 
