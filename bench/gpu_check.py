@@ -128,7 +128,7 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
 def check_verify(args) -> dict:
     import torch
 
-    from selfjudge.kernels.verify import verify
+    from selfjudge.kernels.verify import Randomness, verify
     from selfjudge.kernels.verify import draw_noise
     from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
 
@@ -154,7 +154,7 @@ def check_verify(args) -> dict:
             temp = 0.0 if mode == "greedy" else 1.0
             q = probs.to(dtype) if mode == "sample_q_bf16" else None
             noise = None if mode == "greedy" else (u, e)
-            kw = dict(temperature=temp, noise=noise)
+            kw = dict(temperature=temp, randomness=Randomness(noise=noise))
             a = verify(drafts, n, logits, q, backend="torch", **kw)
             b = verify(drafts, n, logits, q, backend="triton", **kw)
             row_equal = (a.output_token_ids == b.output_token_ids).all(-1)
@@ -195,7 +195,7 @@ def check_verify(args) -> dict:
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            verify(drafts, n, logits, None, backend="triton", temperature=1.0, noise=(u, e))
+            verify(drafts, n, logits, None, backend="triton", temperature=1.0, randomness=Randomness(noise=(u, e)))
             torch.cuda.synchronize()
         names = [evt.name for evt in prof.events() if evt.device_type.name == "CUDA"]
         res["cuda_kernels_per_op_call"] = names

@@ -20,9 +20,11 @@ from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa
 from .verify_noise import draw_noise, noise_for
 from .verify_options import fly_options, phi_weight_for, prepare_inputs, unit_scale_of
 from .verify_output import VerifyOutput
+from .verify_params import JudgeInputs, Randomness, RelaxedRules, unpack
 from .verify_torch import native_verify
 
-__all__ = ["VerifyOutput", "verify", "verify_flat", "draw_noise", "sanitized_cu"]
+__all__ = ["JudgeInputs", "Randomness", "RelaxedRules", "VerifyOutput", "verify", "verify_flat", "draw_noise",
+           "sanitized_cu"]
 
 
 def verify(
@@ -32,33 +34,22 @@ def verify(
     draft_probs: torch.Tensor | None = None,  # [B, K, V] float
     *,
     temperature: float | torch.Tensor = 0.0,  # float or [B]
-    seed: int | None = None,
-    offset: int = 0,
-    generator: torch.Generator | None = None,
-    hidden_states: torch.Tensor | None = None,  # [B, K, H]
-    judge_weight: torch.Tensor | None = None,  # [H]
-    judge_bias: float | torch.Tensor = 0.0,  # float, 0-d or [B]
-    judge_phi_weight: torch.Tensor | None = None,  # [F]
-    judge_threshold: float = 0.0,
-    relaxed_accept: torch.Tensor | None = None,  # [B, K] bool
-    judge_blocked: torch.Tensor | None = None,  # [B, K] bool
-    fly_window: int = 0,
-    fly_entropy_threshold: float = 0.3,
-    fly_entropy_top_k: int = 3,
+    judge: JudgeInputs | None = None,  # hidden_states [B, K, H]
+    rules: RelaxedRules | None = None,  # accept, blocked [B, K] bool
+    randomness: Randomness | None = None,  # noise: ([B, K] uniforms, [B, V] exponentials)
     backend: str = "auto",
-    noise: tuple[torch.Tensor, torch.Tensor] | None = None,  # ([B, K] uniforms, [B, V] exponentials)
 ) -> VerifyOutput:
     """Verify K draft tokens per request against the target's logits.
 
     Position i of request b is kept iff the lossless alignment rule accepts it
     (greedy: ``d == argmax p``; sampling: ``u <= p(d)/q(d)``) OR the judge does
-    (``h_i . w + bias > judge_threshold``, or ``relaxed_accept[b, i]``; never
-    where ``judge_blocked[b, i]``). The
+    (``judge``'s logit above its threshold, or ``rules.accept[b, i]``, or FLy's
+    rule; never where ``rules.blocked[b, i]``). The
     first position neither accepts is replaced by the recovered token (greedy:
     ``argmax p``; sampling: a draw from ``norm(max(p - q, 0))``, or from ``p``
     where that is all zero); if all ``num_draft_tokens[b]`` are kept a bonus
     token is drawn from position ``num_draft_tokens[b]``. With no judge and no
-    ``relaxed_accept`` this is exactly standard speculative decoding.
+    rules this is exactly standard speculative decoding.
 
     Args:
         draft_token_ids: ``[B, K]`` int draft tokens (entries past
@@ -70,29 +61,12 @@ def verify(
             no distribution: probability 1 for its token, as n-gram drafts).
         temperature: 0 = greedy; float or per-row ``[B]`` tensor (T <= 0 rows
             are greedy). Applied to ``target_logits`` only.
-        seed, offset: replayable noise; ``(seed, offset)`` seeds a fresh
-            generator. ``generator`` instead uses the caller's generator.
-            Neither: torch's default generator. ``noise``: the ``(uniforms [B, K],
-            exponentials [B, V])`` of an earlier :func:`draw_noise` call, replayed
-            instead (the same tokens from either backend, or from both layouts).
-        hidden_states: ``[B, K, H]`` target final hidden states after reading
-            each draft token; ``judge_weight`` ``[H]``; ``judge_bias`` float or
-            ``[B]``; ``judge_threshold`` in logit space. ``judge_phi_weight`` ``[F]``
-            adds ``phi . judge_phi_weight`` to the logit, ``phi`` being the target's
-            probability features of the draft token at temperature 1
-            (:mod:`selfjudge.kernels.judge_features`), computed in the op's own pass.
-        relaxed_accept: ``[B, K]`` bool: extra relaxations decided outside the
-            op (e.g. top-k policies), OR-ed into the judge rule.
-        judge_blocked: ``[B, K]`` bool: positions where neither the judge nor
-            ``relaxed_accept`` may accept (e.g. digits on arithmetic tasks);
-            only the lossless rule applies there.
-        fly_window, fly_entropy_threshold, fly_entropy_top_k: FLy's deferred
-            acceptance (0 = off; see ``csrc_docs/lossy_rules.md``): a native
-            rejection at position i is accepted iff the entropy over the top-k
-            target probabilities there is >= the threshold, the draft token has
-            a non-zero target probability, the next ``fly_window`` drafts are
-            natively accepted (with the op's own uniforms) and i + window < n_b.
-            OR-ed with the judge; reported in ``judge_accepted``.
+        judge: a :class:`~selfjudge.kernels.verify_params.JudgeInputs` (hidden
+            states ``[B, K, H]``, weights, bias, threshold), or None.
+        rules: a :class:`~selfjudge.kernels.verify_params.RelaxedRules` (positions
+            accepted or blocked outside the op, ``[B, K]`` bool; FLy), or None.
+        randomness: a :class:`~selfjudge.kernels.verify_params.Randomness` (seed and
+            offset, a generator, or replayed noise), or None: torch's default generator.
         backend: "triton", "torch" or "auto" (triton on CUDA tensors, else torch).
 
     Returns:
@@ -128,12 +102,13 @@ def verify(
         check_shape("draft_probs", draft_probs, (B, K, V))
         check_device("draft_probs", draft_probs, device, "target_logits")
     triton = use_triton(backend, device)
+    judge, rules, randomness = unpack(judge, rules, randomness)
+    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
     inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
-        target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold, relaxed_accept,
-        judge_blocked, (B, K), B)
-    fly = fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
-    phi_w = phi_weight_for(judge_phi_weight, judge_weight, device)
-    u, e = noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator)
+        target_logits, temperature, judge, rules, (B, K), B)
+    fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
+    phi_w = phi_weight_for(judge, device)
+    u, e = noise_for(all_greedy, randomness, B, K, V, device)
     # the twin takes exactly the launcher's arguments
     if triton:
         from .verify_triton import verify_triton_padded as backend_fn

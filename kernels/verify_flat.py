@@ -13,6 +13,7 @@ from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_noise import noise_for
 from .verify_options import PreparedInputs, fly_options, phi_weight_for, prepare_inputs, unit_scale_of
 from .verify_output import VerifyOutput
+from .verify_params import JudgeInputs, Randomness, RelaxedRules, unpack
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
@@ -70,22 +71,11 @@ def verify_flat(
     *,
     max_spec_len: int | None = None,
     temperature: float | torch.Tensor = 0.0,  # float or [B]
-    seed: int | None = None,
-    offset: int = 0,
-    generator: torch.Generator | None = None,
-    hidden_states: torch.Tensor | None = None,  # [T, H]
-    judge_weight: torch.Tensor | None = None,  # [H]
-    judge_bias: float | torch.Tensor = 0.0,
-    judge_phi_weight: torch.Tensor | None = None,  # [F]
-    judge_threshold: float = 0.0,
-    relaxed_accept: torch.Tensor | None = None,  # [T] bool
-    judge_blocked: torch.Tensor | None = None,  # [T] bool
-    fly_window: int = 0,
-    fly_entropy_threshold: float = 0.3,
-    fly_entropy_top_k: int = 3,
+    judge: JudgeInputs | None = None,  # hidden_states [T, H]
+    rules: RelaxedRules | None = None,  # accept, blocked [T] bool
+    randomness: Randomness | None = None,  # noise: ([B, K] uniforms, [B, V] exponentials)
     backend: str = "auto",
     check_metadata: bool | None = None,
-    noise: tuple[torch.Tensor, torch.Tensor] | None = None,  # ([B, K] uniforms, [B, V] exponentials)
 ) -> VerifyOutput:
     """:func:`verify` in vLLM v1's flattened layout.
 
@@ -98,9 +88,10 @@ def verify_flat(
     padded width; if None it is read from ``cu_num_draft_tokens`` with one host
     synchronisation. The output is ``[B, max_spec_len+1]`` padded with -1
     (int64; vLLM uses int32: ``.int()`` it), and the per-position masks are
-    ``[B, max_spec_len]``. Given the same noise (``noise``: a :func:`draw_noise`
+    ``[B, max_spec_len]``. Given the same noise (``randomness.noise``: a :func:`draw_noise`
     result for ``B`` requests and ``max_spec_len`` positions) it equals :func:`verify`
-    on the padded copy of the same data.
+    on the padded copy of the same data; ``judge``, ``rules`` and ``randomness`` are
+    :func:`verify`'s, their per-draft tensors flat (``[T, ...]``).
 
     Malformed metadata never reads out of bounds, on either backend: the op reads
     ``cu_num_draft_tokens`` as :func:`sanitized_cu` (clamped to [0, T], then made
@@ -142,11 +133,12 @@ def verify_flat(
     if max_spec_len < 0:
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
-    prep = prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
-                          relaxed_accept, judge_blocked, (T,), B)
-    fly = fly_options(fly_window, fly_entropy_threshold, fly_entropy_top_k, K)
-    phi_w = phi_weight_for(judge_phi_weight, judge_weight, device)
-    u, e = noise_for(prep.all_greedy, noise, B, K, V, device, seed, offset, generator)
+    judge, rules, randomness = unpack(judge, rules, randomness)
+    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+    prep = prepare_inputs(target_logits, temperature, judge, rules, (T,), B)
+    fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
+    phi_w = phi_weight_for(judge, device)
+    u, e = noise_for(prep.all_greedy, randomness, B, K, V, device)
     if use_triton(backend, device):
         from .verify_triton import verify_triton
 

@@ -40,20 +40,22 @@ def draw_noise(B: int, K: int, V: int, device, *, seed=None, offset=0, generator
     return u, e
 
 
-def noise_for(all_greedy, noise, B, K, V, device, seed, offset, generator):
-    """(uniforms, exponentials) of one call: none when every row is greedy, else the caller's
-    ``noise`` (a :func:`draw_noise` result replayed: same tokens from either backend) or a fresh draw."""
+def noise_for(all_greedy, randomness, B, K, V, device):
+    """(uniforms, exponentials) of one call: none when every row is greedy, else ``randomness``'s
+    ``noise`` (a :func:`draw_noise` result replayed: same tokens from either backend) or a fresh
+    draw from its seed and offset or generator."""
     if all_greedy:
         return None, None
+    noise = randomness.noise
     if noise is not None:
         if not (isinstance(noise, tuple) and len(noise) == 2):
-            raise ValueError("noise must be the (uniforms, exponentials) pair draw_noise returns")
+            raise ValueError("randomness.noise must be the (uniforms, exponentials) pair draw_noise returns")
         u, e = noise
-        check_tensor("noise[0]", u, 2, floating=True)
-        check_shape("noise[0]", u, (B, K))
-        check_device("noise[0]", u, device, "target_logits")
-        check_tensor("noise[1]", e, 2, floating=True)
-        check_shape("noise[1]", e, (B, V))
-        check_device("noise[1]", e, device, "target_logits")
+        check_tensor("randomness.noise[0]", u, 2, floating=True)
+        check_shape("randomness.noise[0]", u, (B, K))
+        check_device("randomness.noise[0]", u, device, "target_logits")
+        check_tensor("randomness.noise[1]", e, 2, floating=True)
+        check_shape("randomness.noise[1]", e, (B, V))
+        check_device("randomness.noise[1]", e, device, "target_logits")
         return u, e
-    return draw_noise(B, K, V, device, seed=seed, offset=offset, generator=generator)
+    return draw_noise(B, K, V, device, seed=randomness.seed, offset=randomness.offset, generator=randomness.generator)

@@ -30,14 +30,17 @@ class PreparedInputs(NamedTuple):
     override: torch.Tensor | None  # the per-position int8 the kernel reads (or relaxed_accept)
 
 
-def prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judge_bias, judge_threshold,
-             relaxed_accept, judge_blocked, tok_shape, B):
-    """Validate and normalise the options shared by both layouts.
+def prepare_inputs(target_logits, temperature, judge, rules, tok_shape, B):
+    """Validate and normalise the options shared by both layouts (``judge``: a ``JudgeInputs`` or
+    None; ``rules``: a ``RelaxedRules``).
 
     ``tok_shape`` is the shape of the draft tokens ([B, K] padded, [T] flat); ``B``
     the number of requests.
     """
     device = target_logits.device
+    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+    judge_bias, judge_threshold = (judge.bias, judge.threshold) if judge is not None else (0.0, 0.0)
+    relaxed_accept, judge_blocked = rules.accept, rules.blocked
     # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)
     if isinstance(temperature, torch.Tensor):
         if temperature.dim() == 0:
@@ -67,38 +70,35 @@ def prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judg
         all_greedy, any_greedy = False, True
 
     # judge
-    if (hidden_states is None) != (judge_weight is None):
-        missing = "judge_weight" if judge_weight is None else "hidden_states"
-        raise ValueError(f"hidden_states and judge_weight go together: {missing} is missing")
     bias = None
     if judge_weight is not None:
-        check_tensor("hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
-        check_tensor("judge_weight", judge_weight, 1, floating=True)
+        check_tensor("judge.hidden_states", hidden_states, len(tok_shape) + 1, floating=True)
+        check_tensor("judge.weight", judge_weight, 1, floating=True)
         if tuple(hidden_states.shape[:-1]) != tuple(tok_shape):
             raise ValueError(
-                f"hidden_states must be {list(tok_shape) + ['H']}, got shape {tuple(hidden_states.shape)}")
+                f"judge.hidden_states must be {list(tok_shape) + ['H']}, got shape {tuple(hidden_states.shape)}")
         if hidden_states.shape[-1] != judge_weight.shape[0]:
             raise ValueError(
-                f"judge_weight has size {judge_weight.shape[0]} but hidden_states has hidden size "
+                f"judge.weight has size {judge_weight.shape[0]} but judge.hidden_states has hidden size "
                 f"{hidden_states.shape[-1]}")
-        check_device("hidden_states", hidden_states, device, "target_logits")
-        check_device("judge_weight", judge_weight, device, "target_logits")
+        check_device("judge.hidden_states", hidden_states, device, "target_logits")
+        check_device("judge.weight", judge_weight, device, "target_logits")
         if isinstance(judge_bias, torch.Tensor):
             if judge_bias.dim() == 0:
                 bias = judge_bias.float().to(device).expand(B)
             elif judge_bias.shape == (B,):
                 bias = judge_bias.float().to(device)
             else:
-                raise ValueError(f"judge_bias must be a float, 0-d or [B]={B} tensor, got shape {tuple(judge_bias.shape)}")
+                raise ValueError(f"judge.bias must be a float, 0-d or [B]={B} tensor, got shape {tuple(judge_bias.shape)}")
         else:
             bias = torch.full((B,), float(judge_bias), dtype=torch.float32, device=device)
     try:
         judge_threshold = float(judge_threshold)
     except (TypeError, ValueError):
-        raise ValueError(f"judge_threshold must be a float, got {judge_threshold!r}") from None
+        raise ValueError(f"judge.threshold must be a float, got {judge_threshold!r}") from None
     if judge_threshold != judge_threshold:
-        raise ValueError("judge_threshold must not be NaN")
-    for name, mask in (("relaxed_accept", relaxed_accept), ("judge_blocked", judge_blocked)):
+        raise ValueError("judge.threshold must not be NaN")
+    for name, mask in (("rules.accept", relaxed_accept), ("rules.blocked", judge_blocked)):
         if mask is not None:
             check_tensor(name, mask, len(tok_shape), boolean=True)
             check_shape(name, mask, tuple(tok_shape))
@@ -107,18 +107,16 @@ def prepare_inputs(target_logits, temperature, hidden_states, judge_weight, judg
                           _override(relaxed_accept, judge_blocked))
 
 
-def phi_weight_for(judge_phi_weight, judge_weight, device):
+def phi_weight_for(judge, device):
     """The judge's weights over the probability features ``[F]`` fp32 on ``device``, or None."""
-    if judge_phi_weight is None:
+    if judge is None or judge.phi_weight is None:
         return None
     from .judge_features import NUM_FEATURES
 
-    if judge_weight is None:
-        raise ValueError("judge_phi_weight needs judge_weight and hidden_states (it extends the judge's logit)")
-    check_tensor("judge_phi_weight", judge_phi_weight, 1, floating=True)
-    check_shape("judge_phi_weight", judge_phi_weight, (NUM_FEATURES,))
-    check_device("judge_phi_weight", judge_phi_weight, device, "target_logits")
-    return judge_phi_weight.float().contiguous()
+    check_tensor("judge.phi_weight", judge.phi_weight, 1, floating=True)
+    check_shape("judge.phi_weight", judge.phi_weight, (NUM_FEATURES,))
+    check_device("judge.phi_weight", judge.phi_weight, device, "target_logits")
+    return judge.phi_weight.float().contiguous()
 
 
 def _override(relaxed_accept, judge_blocked):

@@ -362,7 +362,7 @@ class SpeculativeEngine:
 
     def _accept_and_roll_back(self, batch, cycle, run, draft_ids, draft_probs, logits, hidden) -> None:
         """Step 4: verify, bring the emitted ids home (the cycle's one host sync), roll both caches back."""
-        from selfjudge.kernels.verify import verify
+        from selfjudge.kernels.verify import Randomness, verify
 
         k = draft_ids.shape[1]
         num = None
@@ -373,8 +373,8 @@ class SpeculativeEngine:
         if getattr(self.policy, "needs_context", False):  # a measuring policy reads each row's tokens
             extra.update(context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows],
                          num_draft=list(cycle.num_draft))
-        v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature, generator=run.generator,
-                   backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra))
+        v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature,
+                   randomness=Randomness(generator=run.generator), backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra))
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]

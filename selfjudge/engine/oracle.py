@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine.policies import Policy
+from selfjudge.kernels.verify_params import RelaxedRules
 
 
 class LabelOraclePolicy(Policy):
@@ -49,7 +50,7 @@ class LabelOraclePolicy(Policy):
 
     def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0, context=None,
                       num_draft=None):
-        """``relaxed_accept`` [B, K]: the walk each row's greedy verify makes, with every mismatch
+        """``rules.accept`` [B, K]: the walk each row's greedy verify makes, with every mismatch
         it reaches labelled (``context``: each row's tokens before the drafts; ``num_draft``: its
         drafts this cycle)."""
         if temperature > 0:
@@ -70,7 +71,7 @@ class LabelOraclePolicy(Policy):
                         break
                     relaxed[b, i] = True
                 ctx.append(z)
-        return {"relaxed_accept": relaxed}
+        return {"rules": RelaxedRules(accept=relaxed)}
 
     @torch.no_grad()
     def acceptable(self, context: list[int], original: int, draft: int) -> bool:

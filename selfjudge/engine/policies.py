@@ -11,8 +11,11 @@ OR-ed on the output is exactly standard speculative decoding.
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import torch
+
+from selfjudge.kernels.verify_params import JudgeInputs, RelaxedRules
 
 __all__ = [
     "Policy",
@@ -42,8 +45,10 @@ class Policy:
         hidden_states: torch.Tensor | None,  # [B, K, H] or None
         temperature: float = 0.0,
     ) -> dict:
-        """Extra keyword arguments for :func:`selfjudge.verify` this cycle (``temperature``: the
-        run's; rules on the target's probabilities read them at this temperature, 1 when greedy)."""
+        """Extra keyword arguments for :func:`selfjudge.verify` this cycle: ``judge`` (a
+        :class:`~selfjudge.kernels.verify_params.JudgeInputs`) and/or ``rules`` (a
+        :class:`~selfjudge.kernels.verify_params.RelaxedRules`). ``temperature``: the run's; rules on
+        the target's probabilities read them at this temperature, 1 when greedy."""
         return {}
 
     def __repr__(self) -> str:
@@ -83,7 +88,7 @@ class TopKPolicy(Policy):
         k = min(self.k, target_logits.shape[-1])
         top = torch.topk(target_logits[:, :K], k, dim=-1).indices  # [B, K, k]
         relaxed = (top == draft_token_ids[:, :, None]).any(-1)  # [B, K]
-        return {"relaxed_accept": relaxed}
+        return {"rules": RelaxedRules(accept=relaxed)}
 
     def __repr__(self) -> str:
         return f"TopKPolicy(k={self.k})"
@@ -166,14 +171,7 @@ class JudgePolicy(Policy):
             self.weight = self.weight.to(hidden_states.device)
             if self.phi_weight is not None:
                 self.phi_weight = self.phi_weight.to(hidden_states.device)
-        kwargs = {
-            "hidden_states": hidden_states,
-            "judge_weight": self.weight,
-            "judge_bias": self.bias,
-            "judge_threshold": self.threshold,
-        }
-        if self.phi_weight is not None:
-            kwargs["judge_phi_weight"] = self.phi_weight
+        kwargs = {"judge": JudgeInputs(hidden_states, self.weight, self.bias, self.phi_weight, self.threshold)}
         blocked = []  # [B, K] bool masks where the judge may not accept
         if self.top_n_gate is not None:
             K = draft_token_ids.shape[1]
@@ -189,7 +187,7 @@ class JudgePolicy(Policy):
             greedy = target_logits[:, :K].argmax(-1)  # [B, K]
             blocked.append(mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy])
         if blocked:
-            kwargs["judge_blocked"] = blocked[0] if len(blocked) == 1 else blocked[0] | blocked[1]
+            kwargs["rules"] = RelaxedRules(blocked=blocked[0] if len(blocked) == 1 else blocked[0] | blocked[1])
         return kwargs
 
     def __repr__(self) -> str:
@@ -236,7 +234,7 @@ class TypicalPolicy(Policy):
         p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
         entropy = -torch.where(p > 0, p * p.clamp_min(1e-45).log(), 0.0).sum(-1)  # [B, K]
         bar = torch.minimum(torch.full_like(entropy, self.epsilon), self.delta * torch.exp(-entropy))
-        return {"relaxed_accept": _draft_prob(p, draft_token_ids) > bar}
+        return {"rules": RelaxedRules(accept=_draft_prob(p, draft_token_ids) > bar)}
 
     def __repr__(self) -> str:
         return f"TypicalPolicy(epsilon={self.epsilon:g}, delta={self.delta:g})"
@@ -259,7 +257,7 @@ class RelaxedTopNPolicy(Policy):
         p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
         top, in_top = _top_n(p, draft_token_ids, self.top_n)
         close = _draft_prob(p, draft_token_ids) >= top.values[..., 0] - self.delta
-        return {"relaxed_accept": in_top & close}
+        return {"rules": RelaxedRules(accept=in_top & close)}
 
     def __repr__(self) -> str:
         return f"RelaxedTopNPolicy(top_n={self.top_n}, delta={self.delta:g})"
@@ -285,8 +283,8 @@ class FlyPolicy(Policy):
                                                                      temperature=temperature)
         K = draft_token_ids.shape[1]
         if self.window < K:  # a cycle with fewer drafts than window + 1 cannot defer anything
-            kwargs.update(fly_window=self.window, fly_entropy_threshold=self.entropy_threshold,
-                          fly_entropy_top_k=self.top_k)
+            kwargs["rules"] = replace(kwargs.get("rules", RelaxedRules()), fly_window=self.window,
+                                      fly_entropy_threshold=self.entropy_threshold, fly_entropy_top_k=self.top_k)
         return kwargs
 
     def __repr__(self) -> str:

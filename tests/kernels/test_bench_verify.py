@@ -22,7 +22,7 @@ import pytest
 import torch
 from transformers.generation.utils import _speculative_sampling
 
-from selfjudge.kernels.verify import verify
+from selfjudge.kernels.verify import Randomness, verify
 
 K, V = 4, 49152
 THREADS = int(os.environ.get("SELFJUDGE_BENCH_THREADS", "1"))
@@ -68,7 +68,7 @@ def test_bench_verify_cpu(benchmark, torch_threads, impl, B):
     else:
         def run():
             q = torch.softmax(draft_logits, -1) if impl == "twin_with_softmax" else draft_probs
-            return verify(drafts, None, target, q, temperature=1.0, seed=0, backend="torch")
+            return verify(drafts, None, target, q, temperature=1.0, backend="torch", randomness=Randomness(seed=0))
 
         out = benchmark(run)
         assert out.output_token_ids.shape == (B, K + 1)

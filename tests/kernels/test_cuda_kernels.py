@@ -12,7 +12,7 @@ import torch
 
 from selfjudge.kernels.scorer import token_logprobs
 from selfjudge.kernels.scorer_torch import token_logprobs_torch
-from selfjudge.kernels.verify import verify
+from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, verify
 
 pytestmark = [
     pytest.mark.cuda,
@@ -61,8 +61,10 @@ def _verify_inputs(B, K, V, dtype, seed):
 def test_verify_kernel_equals_twin_every_mode(dtype, B, K, V):
     drafts, n, logits, q = _verify_inputs(B, K, V, dtype, seed=B * K)
     for temperature, probs in ((0.0, None), (1.0, None), (0.7, q.to(dtype))):
-        a = verify(drafts, n, logits, probs, temperature=temperature, seed=11, backend="triton")
-        b = verify(drafts, n, logits, probs, temperature=temperature, seed=11, backend="torch")
+        a = verify(drafts, n, logits, probs, temperature=temperature, backend="triton",
+                   randomness=Randomness(seed=11))
+        b = verify(drafts, n, logits, probs, temperature=temperature, backend="torch",
+                   randomness=Randomness(seed=11))
         same = (a.output_token_ids == b.output_token_ids).all(-1)
         # greedy is bit-exact; sampling may flip a comparison that sits within an ulp of exp's rounding
         assert int(same.sum()) >= (B if temperature == 0.0 else int(0.95 * B)), (temperature, same)
@@ -79,9 +81,9 @@ def test_verify_kernel_judge_and_relaxed_inputs_equal_twin():
     w = torch.randn(H, device="cuda", generator=g)
     relaxed = torch.rand(B, K, device="cuda", generator=g) < 0.2
     blocked = torch.rand(B, K, device="cuda", generator=g) < 0.1
-    kw = dict(hidden_states=hidden, judge_weight=w, judge_bias=0.1, judge_threshold=0.5,
-              judge_phi_weight=torch.tensor([0.5, -0.3, 1.0], device="cuda"),
-              relaxed_accept=relaxed, judge_blocked=blocked, temperature=0.0)
+    kw = dict(temperature=0.0,
+              judge=JudgeInputs(hidden_states=hidden, weight=w, bias=0.1, threshold=0.5, phi_weight=torch.tensor([0.5, -0.3, 1.0], device="cuda")),
+              rules=RelaxedRules(accept=relaxed, blocked=blocked))
     a = verify(drafts, n, logits, backend="triton", **kw)
     b = verify(drafts, n, logits, backend="torch", **kw)
     assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(a.output_token_ids, b.output_token_ids)

@@ -11,8 +11,7 @@ import math
 import pytest
 import torch
 
-from selfjudge.kernels.verify import verify, verify_flat
-from selfjudge.kernels.verify import draw_noise
+from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, draw_noise, verify, verify_flat
 
 
 def make_case(B, K, V, *, seed=0, with_q=True, dtype=torch.float32, hidden=0):
@@ -35,8 +34,8 @@ def make_case(B, K, V, *, seed=0, with_q=True, dtype=torch.float32, hidden=0):
 
 def run_both(case, noise, **kw):
     args = (case["drafts"], case["n"], case["logits"], case["q"])
-    a = verify(*args, backend="torch", noise=noise, **kw)
-    b = verify(*args, backend="triton", noise=noise, **kw)
+    a = verify(*args, backend="torch", randomness=Randomness(noise=noise), **kw)
+    b = verify(*args, backend="triton", randomness=Randomness(noise=noise), **kw)
     return a, b
 
 
@@ -77,8 +76,9 @@ def test_kernel_equals_twin_mixed_temperature_judge_relaxed_bf16():
     g = torch.Generator().manual_seed(1)
     relaxed = torch.rand(B, K, generator=g) < 0.3
     noise = draw_noise(B, K, V, "cpu", seed=3)
-    kw = dict(temperature=torch.tensor([0.0, 1.3, 0.5]), hidden_states=case["h"], judge_weight=case["w"],
-              judge_bias=torch.tensor([0.1, -0.2, 0.0]), judge_threshold=0.2, relaxed_accept=relaxed)
+    kw = dict(temperature=torch.tensor([0.0, 1.3, 0.5]),
+              judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], bias=torch.tensor([0.1, -0.2, 0.0]), threshold=0.2),
+              rules=RelaxedRules(accept=relaxed))
     a, b = run_both(case, noise, **kw)
     assert_same(a, b)
     assert a.judge_logits is not None
@@ -93,8 +93,8 @@ def test_kernel_equals_twin_with_blocked_positions():
     blocked = torch.rand(B, K, generator=g) < 0.4
     noise = draw_noise(B, K, V, "cpu", seed=4)
     for temp in (0.0, torch.tensor([0.0, 1.1, 0.7])):
-        kw = dict(temperature=temp, hidden_states=case["h"], judge_weight=case["w"], judge_threshold=-0.5,
-                  relaxed_accept=relaxed, judge_blocked=blocked)
+        kw = dict(temperature=temp, judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], threshold=-0.5),
+                  rules=RelaxedRules(accept=relaxed, blocked=blocked))
         a, b = run_both(case, noise, **kw)
         assert_same(a, b)
         assert not (a.judge_accepted & blocked).any()
@@ -107,7 +107,8 @@ def test_kernel_small_tiles_many_tiles():
     B, K, V = 3, 4, 100
     case = make_case(B, K, V, seed=11)
     noise = draw_noise(B, K, V, "cpu", seed=11)
-    a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch", noise=noise)
+    a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch",
+               randomness=Randomness(noise=noise))
     out = verify_triton_padded(case["drafts"], case["n"], case["logits"], case["q"],
                                torch.ones(B), torch.zeros(B, dtype=torch.bool), noise[0], noise[1],
                                None, None, None, 0.0, None, all_greedy=False, block_v=16)
@@ -168,8 +169,8 @@ def test_twin_matches_plain_formula(B, K, V, temp, with_q):
         u, E = draw_noise(B, K, V, "cpu", seed=seed)
         jl = case["h"] @ case["w"] + 0.1
         out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=temp, backend="torch",
-                     noise=(u, E), hidden_states=case["h"], judge_weight=case["w"], judge_bias=0.1,
-                     judge_threshold=0.5)
+                     randomness=Randomness(noise=(u, E)),
+                     judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], bias=0.1, threshold=0.5))
         ref_ids, ref_acc = reference_verify(case["drafts"], case["n"], case["logits"], case["q"],
                                             torch.full((B,), temp), u, E, jl, 0.5)
         assert torch.equal(out.output_token_ids, ref_ids), (out.output_token_ids, ref_ids)
@@ -182,7 +183,7 @@ def test_bonus_and_recovered_follow_residual_not_draft():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(1, 2, V, generator=g).expand(B, 2, V).contiguous()
     drafts = torch.full((B, 1), 3)
-    out = verify(drafts, None, logits, temperature=1.0, seed=0, backend="torch")
+    out = verify(drafts, None, logits, temperature=1.0, backend="torch", randomness=Randomness(seed=0))
     rejected = out.num_accepted == 0
     assert rejected.any() and (~rejected).any()
     assert (out.output_token_ids[rejected, 0] != 3).all()
@@ -197,8 +198,8 @@ def test_judge_forced_on_accepts_everything(backend):
     case = make_case(B, K, V, seed=2, hidden=H)
     drafts = (case["logits"][:, :K].argmax(-1) + 1) % V  # never the argmax: greedy rejects all
     n = torch.tensor([4, 2, 0])
-    out = verify(drafts, n, case["logits"], temperature=0.0, hidden_states=case["h"], judge_weight=case["w"],
-                 judge_bias=1e4, judge_threshold=0.0, backend=backend)
+    out = verify(drafts, n, case["logits"], temperature=0.0, backend=backend,
+                 judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], bias=1e4, threshold=0.0))
     valid = torch.arange(K)[None] < n[:, None]
     assert torch.equal(out.num_accepted, n)
     assert torch.equal(out.judge_accepted, valid)
@@ -216,9 +217,9 @@ def test_judge_forced_off_equals_no_judge(backend):
     case = make_case(B, K, V, seed=4, hidden=H)
     noise = draw_noise(B, K, V, "cpu", seed=4)
     args = (case["drafts"], case["n"], case["logits"], case["q"])
-    plain = verify(*args, temperature=1.0, noise=noise, backend=backend)
-    off = verify(*args, temperature=1.0, noise=noise, hidden_states=case["h"], judge_weight=case["w"],
-                 judge_bias=-1e4, judge_threshold=0.0, backend=backend)
+    plain = verify(*args, temperature=1.0, backend=backend, randomness=Randomness(noise=noise))
+    off = verify(*args, temperature=1.0, backend=backend, randomness=Randomness(noise=noise),
+                 judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], bias=-1e4, threshold=0.0))
     assert torch.equal(plain.output_token_ids, off.output_token_ids)
     assert torch.equal(plain.align_accepted, off.align_accepted)
     assert not off.judge_accepted.any()
@@ -234,28 +235,30 @@ def test_judge_threshold_per_position_and_relaxed(backend):
     drafts = torch.tensor([[1, 2, 3, 4]])  # greedy rejects every position
     h = torch.eye(4)[None]  # h_i = e_i
     w = torch.tensor([1.0, 1.0, -1.0, 1.0])  # logits 1, 1, -1, 1 -> position 2 fails
-    out = verify(drafts, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5, backend=backend)
+    out = verify(drafts, None, logits, backend=backend, judge=JudgeInputs(hidden_states=h, weight=w, threshold=0.5))
     assert out.output_token_ids.tolist() == [[1, 2, 0, -1, -1]]
     assert out.judge_accepted.tolist() == [[True, True, False, False]]
     relaxed = torch.tensor([[False, False, True, False]])
-    out = verify(drafts, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5,
-                 relaxed_accept=relaxed, backend=backend)
+    out = verify(drafts, None, logits, backend=backend,
+                 judge=JudgeInputs(hidden_states=h, weight=w, threshold=0.5), rules=RelaxedRules(accept=relaxed))
     assert out.output_token_ids.tolist() == [[1, 2, 3, 4, 0]]
     assert out.judge_accepted.tolist() == [[True, True, True, True]]
-    out = verify(drafts, None, logits, relaxed_accept=relaxed, backend=backend)  # relaxations without a judge
+    out = verify(drafts, None, logits, backend=backend, rules=RelaxedRules(accept=relaxed))  # relaxations without a judge
     assert out.output_token_ids.tolist() == [[0, -1, -1, -1, -1]]
     assert out.judge_logits is None
     # a blocked position needs the lossless rule: the judge (position 1) and relaxed_accept (position 2) are
     # overridden there; position 0 stays judge-accepted
     blocked = torch.tensor([[False, True, True, False]])
-    out = verify(drafts, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5,
-                 relaxed_accept=relaxed, judge_blocked=blocked, backend=backend)
+    out = verify(drafts, None, logits, backend=backend,
+                 judge=JudgeInputs(hidden_states=h, weight=w, threshold=0.5),
+                 rules=RelaxedRules(accept=relaxed, blocked=blocked))
     assert out.output_token_ids.tolist() == [[1, 0, -1, -1, -1]]
     assert out.judge_accepted.tolist() == [[True, False, False, False]]
     # blocking a position the lossless rule accepts changes nothing
     aligned = torch.tensor([[0, 2, 3, 4]])
-    out = verify(aligned, None, logits, hidden_states=h, judge_weight=w, judge_threshold=0.5,
-                 judge_blocked=torch.tensor([[True, False, False, False]]), backend=backend)
+    out = verify(aligned, None, logits, backend=backend,
+                 judge=JudgeInputs(hidden_states=h, weight=w, threshold=0.5),
+                 rules=RelaxedRules(blocked=torch.tensor([[True, False, False, False]])))
     assert out.output_token_ids.tolist() == [[0, 2, 0, -1, -1]]
     assert out.align_accepted.tolist() == [[True, False, False, False]]
 
@@ -282,19 +285,22 @@ def test_nan_inf_and_zero_mass_tail_never_emit_out_of_range(backend, temp, V):
     drafts[1, 1] = -3
     for draft_probs in (q, None):
         noise = draw_noise(B, K, V, "cpu", seed=1)
-        out = verify(drafts, None, logits, draft_probs, temperature=temp, noise=noise, backend=backend)
+        out = verify(drafts, None, logits, draft_probs, temperature=temp, backend=backend,
+                     randomness=Randomness(noise=noise))
         ids = out.output_token_ids
         emitted = ids[ids >= 0]
         assert emitted.numel() == (out.num_accepted + 1).sum().item()
         assert (emitted < V).all(), ids
-        twin = verify(drafts, None, logits, draft_probs, temperature=temp, noise=noise, backend="torch")
+        twin = verify(drafts, None, logits, draft_probs, temperature=temp, backend="torch",
+                      randomness=Randomness(noise=noise))
         assert torch.equal(twin.output_token_ids, ids)
 
 
 def test_all_inf_row_emits_id_zero_and_rejects():
     V = 50
     logits = torch.full((2, 3, V), float("-inf"))
-    out = verify(torch.tensor([[4, 5], [6, 7]]), None, logits, temperature=1.0, seed=0, backend="torch")
+    out = verify(torch.tensor([[4, 5], [6, 7]]), None, logits, temperature=1.0, backend="torch",
+                 randomness=Randomness(seed=0))
     assert out.output_token_ids.tolist() == [[0, -1, -1], [0, -1, -1]]
 
 
@@ -304,7 +310,7 @@ def test_q_zero_never_accepts_and_no_nan():
     q = torch.full((B, K, V), 1.0 / (V - 1))
     q[..., 2] = 0.0
     drafts = torch.full((B, K), 2)
-    out = verify(drafts, None, logits, q, temperature=1.0, seed=0, backend="torch")
+    out = verify(drafts, None, logits, q, temperature=1.0, backend="torch", randomness=Randomness(seed=0))
     assert (out.num_accepted == 0).all()
     assert not out.align_accepted.any()
 
@@ -331,18 +337,20 @@ def test_verify_flat_equals_padded(backend, temp):
     d, cu, lg, qf, hf = to_flat(case)
     assert lg.shape[0] == d.shape[0] + B
     noise = draw_noise(B, K, V, "cpu", seed=2)
-    kw = dict(temperature=temp, noise=noise, judge_weight=case["w"], judge_threshold=0.3, backend=backend)
-    padded = verify(case["drafts"], case["n"], case["logits"], case["q"], hidden_states=case["h"], **kw)
-    flat = verify_flat(d, cu, lg, qf, max_spec_len=K, hidden_states=hf, **kw)
+    kw = dict(temperature=temp, backend=backend, randomness=Randomness(noise=noise))
+    judge_pad = JudgeInputs(case["h"], case["w"], threshold=0.3)
+    judge_flat = JudgeInputs(hf, case["w"], threshold=0.3)
+    padded = verify(case["drafts"], case["n"], case["logits"], case["q"], judge=judge_pad, **kw)
+    flat = verify_flat(d, cu, lg, qf, max_spec_len=K, judge=judge_flat, **kw)
     # per-position masks in the flat layout: rows 0..3 of request 0, none of request 1, 4..5 of request 2
     blocked_flat = torch.tensor([True, False, False, True, False, True])
     relaxed_flat = torch.tensor([False, True, True, True, False, False])
     blocked_pad = torch.tensor([[True, False, False, True], [False] * 4, [False, True, False, False]])
     relaxed_pad = torch.tensor([[False, True, True, True], [False] * 4, [False, False, False, False]])
-    pm = verify(case["drafts"], case["n"], case["logits"], case["q"], hidden_states=case["h"],
-                relaxed_accept=relaxed_pad, judge_blocked=blocked_pad, **kw)
-    fm = verify_flat(d, cu, lg, qf, max_spec_len=K, hidden_states=hf, relaxed_accept=relaxed_flat,
-                     judge_blocked=blocked_flat, **kw)
+    pm = verify(case["drafts"], case["n"], case["logits"], case["q"], judge=judge_pad,
+                rules=RelaxedRules(accept=relaxed_pad, blocked=blocked_pad), **kw)
+    fm = verify_flat(d, cu, lg, qf, max_spec_len=K, judge=judge_flat,
+                     rules=RelaxedRules(accept=relaxed_flat, blocked=blocked_flat), **kw)
     assert torch.equal(fm.output_token_ids, pm.output_token_ids)
     assert torch.equal(fm.judge_accepted, pm.judge_accepted)
     assert torch.equal(flat.output_token_ids, padded.output_token_ids)
@@ -351,7 +359,7 @@ def test_verify_flat_equals_padded(backend, temp):
     assert torch.equal(flat.judge_accepted, padded.judge_accepted)
     torch.testing.assert_close(flat.judge_logits, padded.judge_logits, equal_nan=True)
     # max_spec_len inferred (one host sync) gives the same
-    flat2 = verify_flat(d, cu, lg, qf, hidden_states=hf, **kw)
+    flat2 = verify_flat(d, cu, lg, qf, judge=judge_flat, **kw)
     assert torch.equal(flat2.output_token_ids, padded.output_token_ids)
 
 
@@ -374,15 +382,15 @@ def test_seed_and_offset_replay():
     B, K, V = 3, 4, 100
     case = make_case(B, K, V, seed=0)
     args = (case["drafts"], case["n"], case["logits"], case["q"])
-    outs = [verify(*args, temperature=1.0, seed=42, offset=o, backend="torch").output_token_ids for o in (0, 0, 1)]
+    outs = [verify(*args, temperature=1.0, backend="torch", randomness=Randomness(seed=42, offset=o)).output_token_ids for o in (0, 0, 1)]
     assert torch.equal(outs[0], outs[1])
     u0, e0 = draw_noise(B, K, V, "cpu", seed=42, offset=0)
     u1, e1 = draw_noise(B, K, V, "cpu", seed=42, offset=1)
     assert not torch.equal(e0, e1) and not torch.equal(u0, u1)
     assert (u0 > 0).all() and (u0 <= 1).all() and u0.dtype == torch.float64 and (e0 > 0).all()
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    a = verify(*args, temperature=1.0, generator=g1, backend="torch").output_token_ids
-    b = verify(*args, temperature=1.0, generator=g2, backend="torch").output_token_ids
+    a = verify(*args, temperature=1.0, backend="torch", randomness=Randomness(generator=g1)).output_token_ids
+    b = verify(*args, temperature=1.0, backend="torch", randomness=Randomness(generator=g2)).output_token_ids
     assert torch.equal(a, b)
 
 
@@ -437,15 +445,15 @@ def test_invalid_position_rejects_and_emits_zero(backend, temp, bad):
     logits[1, 2, 3] = bad  # request 1: the bonus position invalid
     drafts = torch.full((2, 2), 7)
     noise = draw_noise(2, 2, V, "cpu", seed=0)
-    out = verify(drafts, None, logits, temperature=temp, noise=noise, backend=backend)
+    out = verify(drafts, None, logits, temperature=temp, backend=backend, randomness=Randomness(noise=noise))
     assert out.output_token_ids[0].tolist() == [0, -1, -1]
     assert not out.align_accepted[0].any()
     assert out.output_token_ids[1, :2].tolist() == [7, 7]
     assert out.output_token_ids[1, 2].item() == 0
     # the judge may still accept an invalid position
     h = torch.ones(2, 2, 1)
-    out = verify(drafts, None, logits, temperature=temp, noise=noise, backend=backend,
-                 hidden_states=h, judge_weight=torch.ones(1), judge_threshold=0.0)
+    out = verify(drafts, None, logits, temperature=temp, backend=backend, randomness=Randomness(noise=noise),
+                 judge=JudgeInputs(hidden_states=h, weight=torch.ones(1), threshold=0.0))
     assert out.output_token_ids[0, :2].tolist() == [7, 7]
 
 
@@ -460,9 +468,10 @@ def test_strided_logits_slice_matches_contiguous(temp):
     drafts = sliced[:, :K].argmax(-1)
     drafts[1, 2] = (drafts[1, 2] + 1) % V
     noise = draw_noise(B, K, V, "cpu", seed=0)
-    ref = verify(drafts, None, sliced.contiguous(), temperature=temp, noise=noise, backend="torch")
+    ref = verify(drafts, None, sliced.contiguous(), temperature=temp, backend="torch",
+                 randomness=Randomness(noise=noise))
     for backend in ("torch", "triton"):
-        out = verify(drafts, None, sliced, temperature=temp, noise=noise, backend=backend)
+        out = verify(drafts, None, sliced, temperature=temp, backend=backend, randomness=Randomness(noise=noise))
         assert torch.equal(out.output_token_ids, ref.output_token_ids)
 
 
@@ -476,7 +485,7 @@ def test_twin_cpu_chunks_match_plain_formula():
     case = make_case(B, K, V, seed=3, hidden=4)
     u, E = draw_noise(B, K, V, "cpu", seed=0)
     out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=0.9, backend="torch",
-                 noise=(u, E))
+                 randomness=Randomness(noise=(u, E)))
     ref_ids, ref_acc = reference_verify(case["drafts"], case["n"], case["logits"], case["q"],
                                         torch.full((B,), 0.9), u, E)
     assert torch.equal(out.output_token_ids, ref_ids)

@@ -10,8 +10,7 @@ import os
 import pytest
 import torch
 
-from selfjudge.kernels.verify import verify, verify_flat
-from selfjudge.kernels.verify import draw_noise, sanitized_cu
+from selfjudge.kernels.verify import (JudgeInputs, Randomness, RelaxedRules, draw_noise, sanitized_cu, verify, verify_flat)
 
 BACKENDS = ["torch"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])
 
@@ -39,14 +38,16 @@ def test_placeholder_is_rejected_by_every_rule_greedy(backend, placeholder):
     draft = torch.tensor([[2, placeholder, 3, 4], [0, 0, 0, 0]])
     _favour(logits, 0, 0, 2)
     _favour(logits, 0, 1, min(max(placeholder, 0), V - 1))  # the column a clamp would read wins
-    judge = dict(hidden_states=torch.ones(B, K, H), judge_weight=torch.ones(H), judge_threshold=-100.0)
-    out = verify(draft, None, logits, relaxed_accept=torch.ones(B, K, dtype=torch.bool), backend=backend, **judge)
+    judge = dict(judge=JudgeInputs(hidden_states=torch.ones(B, K, H), weight=torch.ones(H), threshold=-100.0))
+    out = verify(draft, None, logits, backend=backend,
+                 rules=RelaxedRules(accept=torch.ones(B, K, dtype=torch.bool)), **judge)
     assert out.num_accepted[0].item() == 1  # position 0 kept, the placeholder at 1 stops the walk
     assert out.output_token_ids[0, :2].tolist() == [2, int(logits[0, 1].argmax())]
     assert out.output_token_ids[0, 2:].tolist() == [-1, -1, -1]
     assert not out.align_accepted[0, 1] and not out.judge_accepted[0, 1]
     assert out.num_accepted[1].item() == K  # row 1 (real ids, judge accepts all) unaffected
-    ref = verify(draft, None, logits, relaxed_accept=torch.ones(B, K, dtype=torch.bool), backend="torch", **judge)
+    ref = verify(draft, None, logits, backend="torch",
+                 rules=RelaxedRules(accept=torch.ones(B, K, dtype=torch.bool)), **judge)
     _same(out, ref)
 
 
@@ -63,8 +64,8 @@ def test_placeholder_sampling_recovers_from_p(backend, with_q):
     q = torch.softmax(torch.randn(B, K, V), -1) if with_q else None
     u, e = draw_noise(B, K, V, "cpu", seed=3)
     u = torch.full_like(u, 1e-12)  # every real position would be accepted
-    out = verify(draft, None, logits, q, temperature=1.0, backend=backend, noise=(u, e))
-    ref = verify(draft, None, logits, q, temperature=1.0, backend="torch", noise=(u, e))
+    out = verify(draft, None, logits, q, temperature=1.0, backend=backend, randomness=Randomness(noise=(u, e)))
+    ref = verify(draft, None, logits, q, temperature=1.0, backend="torch", randomness=Randomness(noise=(u, e)))
     _same(out, ref)
     assert (out.num_accepted <= 1).all()
     if not with_q:
@@ -127,11 +128,11 @@ def test_malformed_cu_defined_and_in_bounds(backend, temperature, what, cu):
     noise = draw_noise(B, K, V, "cpu", seed=2) if temperature else None
     cu_t = torch.tensor(cu)
     out = verify_flat(draft, cu_t, logits, max_spec_len=K, temperature=temperature, backend=backend,
-                      check_metadata=False, noise=noise)
+                      check_metadata=False, randomness=Randomness(noise=noise))
     clean = sanitized_cu(cu_t, T)
     assert (clean >= 0).all() and (clean <= T).all() and (clean[1:] >= clean[:-1]).all()
     ref = verify_flat(draft, clean, logits, max_spec_len=K, temperature=temperature, backend="torch",
-                      check_metadata=False, noise=noise)
+                      check_metadata=False, randomness=Randomness(noise=noise))
     _same(out, ref)
     counts = (clean - torch.cat([clean.new_zeros(1), clean[:-1]])).clamp(max=K)
     assert (out.num_accepted <= counts).all()
@@ -165,8 +166,8 @@ def test_tensor_temperature_nan_and_inf_are_defined(backend):
     draft = torch.randint(0, V - 2, (B, K))
     temps = torch.tensor([float("nan"), float("inf"), 0.0, 1.0])
     noise = draw_noise(B, K, V, "cpu", seed=5)
-    out = verify(draft, None, logits, temperature=temps, backend=backend, noise=noise)
-    ref = verify(draft, None, logits, temperature=temps, backend="torch", noise=noise)
+    out = verify(draft, None, logits, temperature=temps, backend=backend, randomness=Randomness(noise=noise))
+    ref = verify(draft, None, logits, temperature=temps, backend="torch", randomness=Randomness(noise=noise))
     _same(out, ref)
     as_greedy = verify(draft[:1], None, logits[:1], temperature=0.0, backend="torch")
     assert torch.equal(out.output_token_ids[0], as_greedy.output_token_ids[0])
@@ -181,15 +182,17 @@ def test_tensor_temperature_nan_and_inf_are_defined(backend):
 ])
 def test_replayed_noise_of_the_wrong_shape_is_refused_by_both_layouts(bad, match):
     with pytest.raises(ValueError, match=match):
-        verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5), temperature=1.0, noise=bad)
+        verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5), temperature=1.0,
+               randomness=Randomness(noise=bad))
     with pytest.raises(ValueError, match=match):
         verify_flat(torch.zeros(2, dtype=torch.long), torch.tensor([2]), torch.randn(3, 5), temperature=1.0,
-                    max_spec_len=2, noise=bad)
+                    max_spec_len=2, randomness=Randomness(noise=bad))
 
 
 def test_judge_threshold_nan_refused():
-    with pytest.raises(ValueError, match="judge_threshold"):
-        verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5), judge_threshold=float("nan"))
+    with pytest.raises(ValueError, match="judge.threshold"):
+        verify(torch.zeros(1, 2, dtype=torch.long), None, torch.randn(1, 3, 5),
+               judge=JudgeInputs(torch.zeros(1, 2, 4), torch.ones(4), threshold=float("nan")))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -7,8 +7,7 @@ import os
 import pytest
 import torch
 
-from selfjudge.kernels.verify import verify, verify_flat
-from selfjudge.kernels.verify import draw_noise
+from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, draw_noise, verify, verify_flat
 
 BACKENDS = ["torch"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])
 
@@ -66,7 +65,8 @@ def case(seed, B=6, K=5, V=23, flat_logits=False):
 @pytest.mark.parametrize("window, theta", [(1, 0.0), (2, 0.3), (1, 1.2)])
 def test_greedy_equals_plain_formula(backend, seed, window, theta):
     logits, draft = case(seed, flat_logits=seed % 2 == 1)
-    out = verify(draft, None, logits, backend=backend, fly_window=window, fly_entropy_threshold=theta)
+    out = verify(draft, None, logits, backend=backend,
+                 rules=RelaxedRules(fly_window=window, fly_entropy_threshold=theta))
     n, flyed = plain_fly(draft, logits, None, None, 0, window, theta, 3)
     assert out.num_accepted.tolist() == n
     for b, positions in enumerate(flyed):
@@ -85,12 +85,12 @@ def test_sampling_equals_plain_formula_with_the_ops_uniforms(backend, with_q, se
     g = torch.Generator().manual_seed(seed)
     q = torch.softmax(torch.randn(B, K, V, generator=g), -1) if with_q else None
     u, e = draw_noise(B, K, V, "cpu", seed=seed)
-    out = verify(draft, None, logits, q, temperature=0.7, backend=backend, noise=(u, e), fly_window=1,
-                 fly_entropy_threshold=0.5, fly_entropy_top_k=2)
+    out = verify(draft, None, logits, q, temperature=0.7, backend=backend, randomness=Randomness(noise=(u, e)),
+                 rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.5, fly_entropy_top_k=2))
     n, _ = plain_fly(draft, logits, q, u, 0.7, 1, 0.5, 2)
     assert out.num_accepted.tolist() == n
-    ref = verify(draft, None, logits, q, temperature=0.7, backend="torch", noise=(u, e), fly_window=1,
-                 fly_entropy_threshold=0.5, fly_entropy_top_k=2)
+    ref = verify(draft, None, logits, q, temperature=0.7, backend="torch", randomness=Randomness(noise=(u, e)),
+                 rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.5, fly_entropy_top_k=2))
     assert torch.equal(out.output_token_ids, ref.output_token_ids)
 
 
@@ -99,7 +99,7 @@ def test_negative_control_fly_changes_acceptance():
     fired = 0
     for seed in range(4):
         logits, draft = case(seed, flat_logits=True)
-        on = verify(draft, None, logits, fly_window=1, fly_entropy_threshold=0.0)
+        on = verify(draft, None, logits, rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.0))
         off = verify(draft, None, logits)
         fired += int((on.num_accepted > off.num_accepted).sum())
     assert fired > 0
@@ -112,12 +112,12 @@ def test_or_with_judge_and_placeholders(backend):
     draft[0, 0] = -1  # a placeholder is never deferred-accepted either
     H = 4
     hidden = torch.randn(B, K, H)
-    kw = dict(hidden_states=hidden, judge_weight=torch.ones(H), judge_threshold=1.0, fly_window=1,
-              fly_entropy_threshold=0.0, backend=backend)
+    kw = dict(backend=backend, judge=JudgeInputs(hidden_states=hidden, weight=torch.ones(H), threshold=1.0),
+              rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.0))
     both = verify(draft, None, logits, **kw)
     assert both.num_accepted[0] == 0
-    judge_only = verify(draft, None, logits, hidden_states=hidden, judge_weight=torch.ones(H), judge_threshold=1.0,
-                        backend=backend)
+    judge_only = verify(draft, None, logits, backend=backend,
+                        judge=JudgeInputs(hidden_states=hidden, weight=torch.ones(H), threshold=1.0))
     assert (both.num_accepted >= judge_only.num_accepted).all()
     ref = verify(draft, None, logits, **{**kw, "backend": "torch"})
     assert torch.equal(both.output_token_ids, ref.output_token_ids)
@@ -133,17 +133,17 @@ def test_flat_equals_padded(backend):
         rows.append(draft[b, : n[b]])
         lrows.append(logits[b, : n[b] + 1])
     flat = verify_flat(torch.cat(rows), n.cumsum(0), torch.cat(lrows), max_spec_len=4, backend=backend,
-                       fly_window=1, fly_entropy_threshold=0.0)
-    padded = verify(draft, n, logits, backend=backend, fly_window=1, fly_entropy_threshold=0.0)
+                       rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.0))
+    padded = verify(draft, n, logits, backend=backend, rules=RelaxedRules(fly_window=1, fly_entropy_threshold=0.0))
     assert torch.equal(flat.output_token_ids, padded.output_token_ids)
 
 
 @pytest.mark.parametrize("kw, name", [
-    (dict(fly_window=4), "fly_window"),  # >= K
-    (dict(fly_window=-1), "fly_window"),
-    (dict(fly_window=1, fly_entropy_threshold=float("nan")), "fly_entropy_threshold"),
-    (dict(fly_window=1, fly_entropy_threshold=-0.1), "fly_entropy_threshold"),
-    (dict(fly_window=1, fly_entropy_top_k=0), "fly_entropy_top_k"),
+    (dict(rules=RelaxedRules(fly_window=4)), "fly_window"),  # >= K
+    (dict(rules=RelaxedRules(fly_window=-1)), "fly_window"),
+    (dict(rules=RelaxedRules(fly_window=1, fly_entropy_threshold=float("nan"))), "fly_entropy_threshold"),
+    (dict(rules=RelaxedRules(fly_window=1, fly_entropy_threshold=-0.1)), "fly_entropy_threshold"),
+    (dict(rules=RelaxedRules(fly_window=1, fly_entropy_top_k=0)), "fly_entropy_top_k"),
 ])
 def test_bad_arguments(kw, name):
     with pytest.raises(ValueError, match=name):

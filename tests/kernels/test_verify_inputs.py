@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from selfjudge.kernels.verify import verify, verify_flat
+from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, verify, verify_flat
 
 B, K, V, H = 2, 3, 11, 5
 
@@ -19,14 +19,14 @@ def good():
 
 def call(**over):
     kw = good()
-    judge = {k: over.pop(k) for k in list(over) if k not in kw}
+    options = {k: over.pop(k) for k in list(over) if k not in kw}
     kw.update(over)
     args = [kw.pop(k) for k in ("draft_token_ids", "num_draft_tokens", "target_logits", "draft_probs")]
-    return verify(*args, backend="torch", **judge)
+    return verify(*args, backend="torch", **options)
 
 
 def test_good_call_works():
-    out = call(temperature=1.0, seed=0, hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H))
+    out = call(temperature=1.0, randomness=Randomness(seed=0), judge=JudgeInputs(torch.randn(B, K, H), torch.randn(H)))
     assert out.output_token_ids.shape == (B, K + 1)
 
 
@@ -44,17 +44,17 @@ def test_good_call_works():
         (dict(draft_probs=torch.ones(B, K, V, dtype=torch.long)), "draft_probs"),
         (dict(temperature=-1.0), "temperature"),
         (dict(temperature=torch.ones(B + 1)), "temperature"),
-        (dict(hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H + 1)), "judge_weight"),
-        (dict(hidden_states=torch.randn(B, K, H)), "judge_weight"),  # weight missing
-        (dict(judge_weight=torch.randn(H)), "hidden_states"),  # states missing
-        (dict(hidden_states=torch.randn(B, K + 1, H), judge_weight=torch.randn(H)), "hidden_states"),
-        (dict(hidden_states=torch.randn(B, K, H), judge_weight=torch.randn(H), judge_bias=torch.zeros(B + 1)),
-         "judge_bias"),
-        (dict(judge_threshold="high"), "judge_threshold"),
-        (dict(relaxed_accept=torch.zeros(B, K)), "relaxed_accept"),  # not bool
-        (dict(relaxed_accept=torch.zeros(B, K + 1, dtype=torch.bool)), "relaxed_accept"),
-        (dict(judge_blocked=torch.zeros(B, K)), "judge_blocked"),  # not bool
-        (dict(judge_blocked=torch.zeros(B, K - 1, dtype=torch.bool)), "judge_blocked"),
+        (dict(judge=JudgeInputs(torch.randn(B, K, H), torch.randn(H + 1))), "judge.weight"),
+        (dict(judge=(torch.randn(B, K, H), torch.randn(H))), "judge must be a JudgeInputs"),  # not the object
+        (dict(rules=torch.zeros(B, K, dtype=torch.bool)), "rules must be a RelaxedRules"),
+        (dict(randomness=3), "randomness must be a Randomness"),
+        (dict(judge=JudgeInputs(torch.randn(B, K + 1, H), torch.randn(H))), "judge.hidden_states"),
+        (dict(judge=JudgeInputs(torch.randn(B, K, H), torch.randn(H), bias=torch.zeros(B + 1))), "judge.bias"),
+        (dict(judge=JudgeInputs(torch.randn(B, K, H), torch.randn(H), threshold="high")), "judge.threshold"),
+        (dict(rules=RelaxedRules(accept=torch.zeros(B, K))), "rules.accept"),  # not bool
+        (dict(rules=RelaxedRules(accept=torch.zeros(B, K + 1, dtype=torch.bool))), "rules.accept"),
+        (dict(rules=RelaxedRules(blocked=torch.zeros(B, K))), "rules.blocked"),  # not bool
+        (dict(rules=RelaxedRules(blocked=torch.zeros(B, K - 1, dtype=torch.bool))), "rules.blocked"),
     ],
 )
 def test_bad_input_names_argument(over, name):
@@ -78,8 +78,8 @@ def test_flat_bad_inputs():
         verify_flat(d, cu, torch.randn(T + 2, V), torch.rand(T + 2, V), backend="torch")
     with pytest.raises(ValueError, match="cu_num_draft_tokens"):
         verify_flat(d, cu.float(), torch.randn(T + 2, V), backend="torch")
-    with pytest.raises(ValueError, match="hidden_states"):
-        verify_flat(d, cu, torch.randn(T + 2, V), hidden_states=torch.randn(T + 1, H),
-                    judge_weight=torch.randn(H), backend="torch")
+    with pytest.raises(ValueError, match="judge.hidden_states"):
+        verify_flat(d, cu, torch.randn(T + 2, V), backend="torch",
+                    judge=JudgeInputs(hidden_states=torch.randn(T + 1, H), weight=torch.randn(H)))
     out = verify_flat(d, cu, torch.randn(T + 2, V), backend="torch")
     assert out.output_token_ids.shape == (2, 4)

@@ -5,12 +5,13 @@ of the draft token at temperature 1 (``kernels.judge_features.position_features`
 the kernel in its statistics pass.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
-from selfjudge.kernels.verify import verify, verify_flat
+from selfjudge.kernels.verify import JudgeInputs, Randomness, draw_noise, verify, verify_flat
 from selfjudge.kernels.judge_features import NUM_FEATURES, position_features
-from selfjudge.kernels.verify import draw_noise
 
 
 def make(B, K, V, H=8, seed=0, ties=False):
@@ -42,8 +43,9 @@ def plain_logits(drafts, logits, h, w, bias, u):
 def test_judge_logits_and_decisions_follow_the_plain_formula(backend, temp):
     drafts, n, logits, h, w, u = make(6, 4, 301, seed=1)
     noise = None if temp == 0 else draw_noise(6, 4, 301, "cpu", seed=2)
-    out = verify(drafts, n, logits, temperature=temp, hidden_states=h, judge_weight=w, judge_bias=0.2,
-                 judge_phi_weight=u, judge_threshold=0.5, backend=backend, noise=noise)
+    out = verify(drafts, n, logits, temperature=temp, backend=backend,
+                 judge=JudgeInputs(hidden_states=h, weight=w, bias=0.2, phi_weight=u, threshold=0.5),
+                 randomness=Randomness(noise=noise))
     ref = plain_logits(drafts, logits, h, w, 0.2, u)
     evaluated = out.align_accepted | out.judge_accepted
     evaluated |= torch.arange(4)[None, :] == out.num_accepted[:, None]  # the first rejected position
@@ -60,8 +62,9 @@ def test_kernel_equals_twin(temp, B, K, V, ties):
     drafts, n, logits, h, w, u = make(B, K, V, seed=B * V, ties=ties)
     drafts[-1, -1] = -1  # a placeholder is never kept
     noise = None if temp == 0 else draw_noise(B, K, V, "cpu", seed=3)
-    kw = dict(temperature=temp, hidden_states=h, judge_weight=w, judge_bias=-0.1, judge_phi_weight=u,
-              judge_threshold=0.0, noise=noise)
+    kw = dict(temperature=temp,
+              judge=JudgeInputs(hidden_states=h, weight=w, bias=-0.1, phi_weight=u, threshold=0.0),
+              randomness=Randomness(noise=noise))
     a = verify(drafts, n, logits, backend="torch", **kw)
     b = verify(drafts, n, logits, backend="triton", **kw)
     assert torch.equal(a.output_token_ids, b.output_token_ids) and torch.equal(a.num_accepted, b.num_accepted)
@@ -73,8 +76,8 @@ def test_kernel_equals_twin(temp, B, K, V, ties):
 def test_invalid_rows_give_zero_features(backend):
     drafts, n, logits, h, w, u = make(2, 2, 50, seed=4)
     logits[0, 0, 3] = float("nan")  # position 0 of request 0: invalid, phi = 0 there
-    out = verify(drafts, n, logits, hidden_states=h, judge_weight=w, judge_phi_weight=u, judge_threshold=-1e9,
-                 backend=backend)
+    out = verify(drafts, n, logits, backend=backend,
+                 judge=JudgeInputs(hidden_states=h, weight=w, phi_weight=u, threshold=-1e9))
     torch.testing.assert_close(out.judge_logits[0, 0], h[0, 0] @ w)  # nothing but the hidden-state part
     assert bool(out.judge_accepted[0, 0])  # the judge may still accept there
 
@@ -82,14 +85,14 @@ def test_invalid_rows_give_zero_features(backend):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_zero_feature_weights_change_nothing_and_large_ones_do(backend):
     drafts, n, logits, h, w, _ = make(8, 4, 200, seed=5)
-    kw = dict(hidden_states=h, judge_weight=w, judge_bias=-0.3, judge_threshold=0.0, backend=backend)
-    base = verify(drafts, n, logits, **kw)
-    zero = verify(drafts, n, logits, judge_phi_weight=torch.zeros(NUM_FEATURES), **kw)
+    judge = JudgeInputs(hidden_states=h, weight=w, bias=-0.3, threshold=0.0)
+    base = verify(drafts, n, logits, backend=backend, judge=judge)
+    zero = verify(drafts, n, logits, backend=backend, judge=replace(judge, phi_weight=torch.zeros(NUM_FEATURES)))
     assert torch.equal(base.output_token_ids, zero.output_token_ids)
     ev = ~torch.isnan(zero.judge_logits)
     torch.testing.assert_close(zero.judge_logits[ev], base.judge_logits[ev])
     # negative control: a judge that trusts the target's own probability accepts more
-    keen = verify(drafts, n, logits, judge_phi_weight=torch.tensor([0.0, 0.0, 50.0]), **kw)
+    keen = verify(drafts, n, logits, backend=backend, judge=replace(judge, phi_weight=torch.tensor([0.0, 0.0, 50.0])))
     assert int(keen.num_accepted.sum()) > int(base.num_accepted.sum())
 
 
@@ -102,9 +105,9 @@ def test_flat_layout_equals_padded(backend):
     flat_logits = torch.cat(rows)
     flat_drafts = torch.cat([drafts[b, : int(n[b])] for b in range(4)])
     flat_h = torch.cat([h[b, : int(n[b])] for b in range(4)])
-    kw = dict(judge_weight=w, judge_bias=0.1, judge_phi_weight=u, judge_threshold=0.2, backend=backend)
-    a = verify(drafts, n, logits, hidden_states=h, **kw)
-    b = verify_flat(flat_drafts, cu, flat_logits, max_spec_len=3, hidden_states=flat_h, **kw)
+    a = verify(drafts, n, logits, backend=backend, judge=JudgeInputs(h, w, bias=0.1, phi_weight=u, threshold=0.2))
+    b = verify_flat(flat_drafts, cu, flat_logits, max_spec_len=3, backend=backend,
+                    judge=JudgeInputs(flat_h, w, bias=0.1, phi_weight=u, threshold=0.2))
     assert torch.equal(a.output_token_ids, b.output_token_ids) and torch.equal(a.judge_accepted, b.judge_accepted)
     torch.testing.assert_close(a.judge_logits, b.judge_logits, equal_nan=True)
 
@@ -115,8 +118,9 @@ def test_a_step_with_no_drafts_emits_the_target_token_with_the_judge_on(backend,
     """vLLM calls its sampler on steps where no request has drafts (T = 0, max_spec_len = 0)."""
     B, V, H = 3, 50, 8
     logits = torch.randn(B, V, generator=torch.Generator().manual_seed(3))  # [T+B, V] with T = 0
-    kw = dict(hidden_states=torch.zeros(0, H), judge_weight=torch.ones(H), judge_phi_weight=torch.ones(NUM_FEATURES),
-              judge_threshold=-100.0, temperature=temp, seed=1, backend=backend)
+    kw = dict(temperature=temp, backend=backend,
+              judge=JudgeInputs(torch.zeros(0, H), torch.ones(H), phi_weight=torch.ones(NUM_FEATURES), threshold=-100.0),
+              randomness=Randomness(seed=1))
     out = verify_flat(torch.zeros(0, dtype=torch.long), torch.zeros(B, dtype=torch.long), logits, max_spec_len=0, **kw)
     assert out.output_token_ids.shape == (B, 1) and out.num_accepted.tolist() == [0] * B
     assert ((out.output_token_ids >= 0) & (out.output_token_ids < V)).all()
@@ -126,7 +130,7 @@ def test_a_step_with_no_drafts_emits_the_target_token_with_the_judge_on(backend,
 
 def test_bad_feature_weights_name_themselves():
     drafts, n, logits, h, w, u = make(2, 2, 10)
-    with pytest.raises(ValueError, match="judge_phi_weight"):
-        verify(drafts, n, logits, hidden_states=h, judge_weight=w, judge_phi_weight=torch.zeros(2))
-    with pytest.raises(ValueError, match="judge_phi_weight"):
-        verify(drafts, n, logits, judge_phi_weight=u)  # no judge to extend
+    with pytest.raises(ValueError, match="judge.phi_weight"):
+        verify(drafts, n, logits, judge=JudgeInputs(hidden_states=h, weight=w, phi_weight=torch.zeros(2)))
+    with pytest.raises(ValueError, match="judge.phi_weight"):
+        verify(drafts, n, logits, judge=JudgeInputs(hidden_states=h, weight=w, phi_weight=u.long()))

@@ -24,8 +24,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from selfjudge.kernels.verify import verify
-from selfjudge.kernels.verify import draw_noise
+from selfjudge.kernels.verify import Randomness, RelaxedRules, draw_noise, verify
 
 TEMP = 0.7
 LOGITS = torch.tensor(
@@ -88,13 +87,14 @@ TV_TWIN = 0.01  # ~3x E[TV] at N = 1e5
 def twin_runs():
     drafts, logits, q = batch(N_TWIN, seed=0)
     noise = draw_noise(N_TWIN, 2, V, "cpu", seed=123)
-    good = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch")
+    good = verify(drafts, None, logits, q, temperature=TEMP, backend="torch", randomness=Randomness(noise=noise))
     q_wrong = torch.full_like(q, 1.0 / V)
-    wrong_ratio = verify(drafts, None, logits, q_wrong, temperature=TEMP, noise=noise, backend="torch")
+    wrong_ratio = verify(drafts, None, logits, q_wrong, temperature=TEMP, backend="torch",
+                         randomness=Randomness(noise=noise))
     relaxed = torch.zeros(N_TWIN, 2, dtype=torch.bool)
     relaxed[:, 0] = True
-    accept_all = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch",
-                        relaxed_accept=relaxed)
+    accept_all = verify(drafts, None, logits, q, temperature=TEMP, backend="torch",
+                        randomness=Randomness(noise=noise), rules=RelaxedRules(accept=relaxed))
     return good, wrong_ratio, accept_all
 
 
@@ -128,7 +128,7 @@ def test_dropping_q_is_still_lossless(twin_runs):
     """Not a control: q one-hot (draft treated as a fixed token) is exact too."""
     drafts, logits, _ = batch(N_TWIN, seed=0)
     noise = draw_noise(N_TWIN, 2, V, "cpu", seed=5)
-    out = verify(drafts, None, logits, None, temperature=TEMP, noise=noise, backend="torch")
+    out = verify(drafts, None, logits, None, temperature=TEMP, backend="torch", randomness=Randomness(noise=noise))
     assert_fits(out.output_token_ids[:, 0], target_p(0), TV_TWIN)
 
 
@@ -160,11 +160,12 @@ def test_kernel_distribution_and_negative_control():
     assert expected_tv(N_KERNEL, target_p(0)) < TV_KERNEL / 3
     drafts, logits, q = batch(N_KERNEL, seed=1)
     noise = draw_noise(N_KERNEL, 2, V, "cpu", seed=7)
-    good = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="triton")
+    good = verify(drafts, None, logits, q, temperature=TEMP, backend="triton", randomness=Randomness(noise=noise))
     assert_fits(good.output_token_ids[:, 0], target_p(0), TV_KERNEL)
-    twin = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="torch")
+    twin = verify(drafts, None, logits, q, temperature=TEMP, backend="torch", randomness=Randomness(noise=noise))
     assert torch.equal(good.output_token_ids, twin.output_token_ids)
     relaxed = torch.zeros(N_KERNEL, 2, dtype=torch.bool)
     relaxed[:, 0] = True
-    bad = verify(drafts, None, logits, q, temperature=TEMP, noise=noise, backend="triton", relaxed_accept=relaxed)
+    bad = verify(drafts, None, logits, q, temperature=TEMP, backend="triton", randomness=Randomness(noise=noise),
+                 rules=RelaxedRules(accept=relaxed))
     assert_misfits(bad.output_token_ids[:, 0], target_p(0), TV_KERNEL)

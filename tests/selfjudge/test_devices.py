@@ -69,7 +69,7 @@ def test_cuda_engine_greedy_equals_target_only_fp32(tiny):
 @pytest.mark.cuda
 @needs_cuda
 def test_cuda_verify_kernel_equals_twin():
-    from selfjudge.kernels.verify import verify
+    from selfjudge.kernels.verify import Randomness, verify
 
     g = torch.Generator(device="cuda").manual_seed(0)
     B, K, V = 8, 4, 32000
@@ -78,6 +78,6 @@ def test_cuda_verify_kernel_equals_twin():
     draft[:, 0] = logits[:, 0].float().argmax(-1)
     draft[0, 1] = -1
     for temperature in (0.0, 1.0):
-        a = verify(draft, None, logits, temperature=temperature, seed=3, backend="triton")
-        b = verify(draft, None, logits, temperature=temperature, seed=3, backend="torch")
+        a = verify(draft, None, logits, temperature=temperature, backend="triton", randomness=Randomness(seed=3))
+        b = verify(draft, None, logits, temperature=temperature, backend="torch", randomness=Randomness(seed=3))
         assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(a.output_token_ids, b.output_token_ids)

@@ -22,7 +22,7 @@ from vllm.v1.outputs import SamplerOutput
 from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p
 from vllm.v1.sample.rejection_sampler import RejectionSampler
 
-from selfjudge.kernels.verify import verify_flat
+from selfjudge.kernels.verify import JudgeInputs, verify_flat
 
 from .config import JudgeWeights, PluginOptions, load_judge, options_from
 from .stats import AcceptanceCounters
@@ -113,9 +113,8 @@ class SelfJudgeRejectionSampler(RejectionSampler):
                 f"model runner's compute_logits gave {None if hidden is None else hidden.shape[0]}; this "
                 "vLLM version computes logits in a way the plugin does not capture")
         # the state after draft token t is the row that predicts the token after it
-        return {"hidden_states": hidden[metadata.target_logits_indices + 1], "judge_weight": self.judge.weight,
-                "judge_bias": self.judge.bias, "judge_phi_weight": self.judge.phi_weight,
-                "judge_threshold": self.judge.threshold}
+        return {"judge": JudgeInputs(hidden[metadata.target_logits_indices + 1], self.judge.weight, self.judge.bias,
+                                     self.judge.phi_weight, self.judge.threshold)}
 
 
 def _flat_logits(logits, target_logits, metadata) -> torch.Tensor:  # -> [T+B, V] fp32

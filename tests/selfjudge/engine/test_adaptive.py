@@ -362,6 +362,11 @@ class RandomWidths(AdaptiveController):
         super().__init__(4, cost_profile=profile([1.0, 1.1, 1.2, 1.3, 1.4]))
         self.rng = random.Random(seed)
 
+    def tokens_to_ask(self, num_rows, cap, source):
+        """Always the most drafts: what a drafter is asked for must not depend on measured seconds
+        (a loaded machine makes drafting look dear), or the widths tried would."""
+        return min(cap, self.max_draft_tokens)
+
     def choose(self, counts, sources):
         width = self.rng.randint(0, 4)
         num = [min(c, width) for c in counts]

@@ -9,6 +9,7 @@ import torch
 
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine.policies import FlyPolicy, JudgePolicy, RelaxedTopNPolicy, TypicalPolicy, make_policy
+from selfjudge.kernels.verify_params import RelaxedRules
 
 
 def _case(seed=0, B=3, K=4, V=17):
@@ -22,7 +23,7 @@ def _case(seed=0, B=3, K=4, V=17):
 @pytest.mark.parametrize("eps, delta", [(0.09, 0.3), (0.3, 0.9), (0.0, 0.0)])
 def test_typical_equals_the_medusa_formula(temperature, eps, delta):
     logits, draft = _case(1)
-    got = TypicalPolicy(eps, delta).verify_kwargs(logits, draft, None, temperature=temperature)["relaxed_accept"]
+    got = TypicalPolicy(eps, delta).verify_kwargs(logits, draft, None, temperature=temperature)["rules"].accept
     B, K = draft.shape
     for b in range(B):
         for i in range(K):
@@ -37,7 +38,7 @@ def test_typical_equals_the_medusa_formula(temperature, eps, delta):
 def test_relaxed_equals_the_trtllm_formula(top_n, delta):
     logits, draft = _case(2)
     draft[:, 0] = logits[:, 0].argmax(-1)  # some top-1 drafts
-    got = RelaxedTopNPolicy(top_n, delta).verify_kwargs(logits, draft, None)["relaxed_accept"]
+    got = RelaxedTopNPolicy(top_n, delta).verify_kwargs(logits, draft, None)["rules"].accept
     for b in range(draft.shape[0]):
         for i in range(draft.shape[1]):
             p = torch.softmax(logits[b, i].double(), -1)
@@ -52,19 +53,19 @@ def test_placeholders_are_never_relaxed():
     logits, draft = _case(3)
     draft[0, 1] = -1
     for policy in (TypicalPolicy(0.0, 0.0), RelaxedTopNPolicy(17, 1.0)):
-        assert not policy.verify_kwargs(logits, draft, None)["relaxed_accept"][0, 1]
+        assert not policy.verify_kwargs(logits, draft, None)["rules"].accept[0, 1]
 
 
 def test_fly_policy_kwargs_and_combination():
     logits, draft = _case(4)
     assert FlyPolicy(window=2).verify_kwargs(logits, draft, None) == {
-        "fly_window": 2, "fly_entropy_threshold": 0.3, "fly_entropy_top_k": 3}
+        "rules": RelaxedRules(fly_window=2, fly_entropy_threshold=0.3, fly_entropy_top_k=3)}
     assert FlyPolicy(window=4).verify_kwargs(logits, draft, None) == {}  # window >= K this cycle: off
     judge = JudgePolicy((torch.ones(5), 0.0), threshold=1.0)
     both = FlyPolicy(window=1, base=judge)
     assert both.needs_hidden and both.name == "judge+fly"
     kw = both.verify_kwargs(logits, draft, torch.zeros(3, 4, 5))
-    assert kw["fly_window"] == 1 and kw["judge_threshold"] == 1.0
+    assert kw["rules"].fly_window == 1 and kw["judge"].threshold == 1.0
     assert isinstance(make_policy("judge+fly", verifier=(torch.ones(5), 0.0)), FlyPolicy)
     with pytest.raises(ValueError, match="window"):
         FlyPolicy(window=0)

@@ -37,7 +37,7 @@ def test_the_walk_stops_at_the_first_unacceptable_mismatch(tiny):
     labels = iter([True, False, False])
     oracle.acceptable = lambda ctx, o, z: next(labels)  # row 0: 3 acceptable, 4 not; row 1: 6 not
     kw = oracle.verify_kwargs(logits, drafts, None, context=[[2], [2]], num_draft=[4, 4])
-    assert kw["relaxed_accept"].tolist() == [[False, True, False, False], [False, False, False, False]]
+    assert kw["rules"].accept.tolist() == [[False, True, False, False], [False, False, False, False]]
     short = LabelOraclePolicy(target, tau=0.0, window=3)
     short.acceptable = lambda ctx, o, z: pytest.fail("a position past the row's drafts was labelled")
     short.verify_kwargs(logits, drafts[:, :1] * 0 + 1, None, context=[[2], [2]], num_draft=[0, 1])

@@ -55,5 +55,5 @@ def test_a_budget_no_point_meets_makes_the_judge_accept_nothing():
     v = _verifier({"SelfJudge": CURVE})
     policy = JudgePolicy(v, "quality:0.999")
     kw = policy.verify_kwargs(torch.zeros(1, 3, 5), torch.zeros(1, 2, dtype=torch.long), torch.full((1, 2, 4), 1e6))
-    assert kw["judge_threshold"] == math.inf  # a logit of 4e6 is still not above it
+    assert kw["judge"].threshold == math.inf  # a logit of 4e6 is still not above it
     assert JudgePolicy(v, "quality:0.97").threshold == 1.0
