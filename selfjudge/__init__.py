@@ -3,7 +3,8 @@
 The hot-path operators, importable from here or from their modules:
 
 - :func:`selfjudge.verify` (padded layout) and :func:`selfjudge.verify_flat` (vLLM's flattened
-  layout), both in :mod:`selfjudge.kernels.verify`;
+  layout), both in :mod:`selfjudge.kernels.verify`, with their parameter objects
+  :class:`JudgeInputs`, :class:`RelaxedRules` and :class:`Randomness`;
 - :func:`selfjudge.token_logprobs`, the scorer, in :mod:`selfjudge.kernels.scorer`.
 
 ``selfjudge.kernels`` is a namespace package (the repository's top-level ``kernels/`` folder,
@@ -19,6 +20,9 @@ _OPS = {
     "verify": "selfjudge.kernels.verify",
     "verify_flat": "selfjudge.kernels.verify",
     "VerifyOutput": "selfjudge.kernels.verify",
+    "JudgeInputs": "selfjudge.kernels.verify",
+    "RelaxedRules": "selfjudge.kernels.verify",
+    "Randomness": "selfjudge.kernels.verify",
     "token_logprobs": "selfjudge.kernels.scorer",
 }
 
