@@ -87,7 +87,10 @@ class SpeculativeEngine:
             adaptive speculation, each cycle 0..``max_draft_tokens`` drafts per row chosen
             by an :class:`~selfjudge.engine.adaptive.AdaptiveController` from the machine's
             measured step costs and online acceptance estimates (0: a plain decode step),
-            so speculation is never paid for where it cannot win.
+            so speculation is never paid for where it cannot win. Lossless policies emit
+            the same tokens either way; a lossy one (a judge, a relaxed rule) keeps what
+            the verified drafts offer, and the widths follow measured step times, so fix K
+            where a lossy run must repeat token for token.
         policy: "autoregressive", "standard", "topk", "judge" or a
             :class:`~selfjudge.engine.policies.Policy`.
         verifier: for "judge": a :class:`selfjudge.judge.Verifier` or a

@@ -6,30 +6,13 @@ awkward shapes: V in {7, 100, 8193} (8193 = one real lane in the last tile),
 K in {1, 4, 7}, B in {1, 3}, rows with 0 drafts and mixed draft counts.
 """
 
-import math
 
 import pytest
 import torch
 
+from verify_cases import assert_same_output, random_case, to_flat
+
 from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, draw_noise, verify, verify_flat
-
-
-def make_case(B, K, V, *, seed=0, with_q=True, dtype=torch.float32, hidden=0):
-    """Random request batch where about half the drafts equal the target argmax."""
-    g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(B, K + 1, V, generator=g) * 2.0
-    am = logits[:, :K].argmax(-1)
-    drafts = torch.where(torch.rand(B, K, generator=g) < 0.6, am, torch.randint(0, V, (B, K), generator=g))
-    n = torch.randint(0, K + 1, (B,), generator=g)
-    if B >= 2:
-        n[0] = K  # at least one full row (bonus path) and one short row
-        n[1] = min(n[1].item(), K - 1) if K > 0 else 0
-    q = torch.softmax(torch.randn(B, K, V, generator=g) + 1.5 * logits[:, :K], -1) if with_q else None
-    case = dict(drafts=drafts, n=n, logits=logits.to(dtype), q=q)
-    if hidden:
-        case["h"] = torch.randn(B, K, hidden, generator=g)
-        case["w"] = torch.randn(hidden, generator=g) / math.sqrt(hidden)
-    return case
 
 
 def run_both(case, noise, **kw):
@@ -39,17 +22,6 @@ def run_both(case, noise, **kw):
     return a, b
 
 
-def assert_same(a, b):
-    assert torch.equal(a.output_token_ids, b.output_token_ids), (a.output_token_ids, b.output_token_ids)
-    assert torch.equal(a.num_accepted, b.num_accepted)
-    assert torch.equal(a.align_accepted, b.align_accepted)
-    assert torch.equal(a.judge_accepted, b.judge_accepted)
-    if a.judge_logits is None:
-        assert b.judge_logits is None
-    else:
-        torch.testing.assert_close(a.judge_logits, b.judge_logits, equal_nan=True, rtol=1e-5, atol=1e-5)
-
-
 SHAPES = [(1, 1, 7), (3, 4, 7), (3, 7, 100), (1, 4, 100), (3, 1, 8193)]
 
 
@@ -57,22 +29,22 @@ SHAPES = [(1, 1, 7), (3, 4, 7), (3, 7, 100), (1, 4, 100), (3, 1, 8193)]
 @pytest.mark.parametrize("with_q", [True, False])
 def test_kernel_equals_twin_sampling(B, K, V, with_q):
     for seed in range(2 if V < 1000 else 1):
-        case = make_case(B, K, V, seed=seed, with_q=with_q)
+        case = random_case(B, K, V, seed=seed, with_q=with_q)
         noise = draw_noise(B, K, V, "cpu", seed=seed)
         a, b = run_both(case, noise, temperature=0.8)
-        assert_same(a, b)
+        assert_same_output(a, b)
 
 
 @pytest.mark.parametrize("B,K,V", [(3, 4, 100), (3, 7, 7), (1, 1, 8193)])
 def test_kernel_equals_twin_greedy(B, K, V):
-    case = make_case(B, K, V, seed=5)
+    case = random_case(B, K, V, seed=5)
     a, b = run_both(case, None, temperature=0.0)
-    assert_same(a, b)
+    assert_same_output(a, b)
 
 
 def test_kernel_equals_twin_mixed_temperature_judge_relaxed_bf16():
     B, K, V = 3, 4, 100
-    case = make_case(B, K, V, seed=7, dtype=torch.bfloat16, hidden=24)
+    case = random_case(B, K, V, seed=7, dtype=torch.bfloat16, hidden=24)
     g = torch.Generator().manual_seed(1)
     relaxed = torch.rand(B, K, generator=g) < 0.3
     noise = draw_noise(B, K, V, "cpu", seed=3)
@@ -80,14 +52,14 @@ def test_kernel_equals_twin_mixed_temperature_judge_relaxed_bf16():
               judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], bias=torch.tensor([0.1, -0.2, 0.0]), threshold=0.2),
               rules=RelaxedRules(accept=relaxed))
     a, b = run_both(case, noise, **kw)
-    assert_same(a, b)
+    assert_same_output(a, b)
     assert a.judge_logits is not None
 
 
 def test_kernel_equals_twin_with_blocked_positions():
     """judge_blocked overrides the judge and relaxed_accept identically in kernel and twin."""
     B, K, V = 3, 4, 100
-    case = make_case(B, K, V, seed=9, hidden=24)
+    case = random_case(B, K, V, seed=9, hidden=24)
     g = torch.Generator().manual_seed(4)
     relaxed = torch.rand(B, K, generator=g) < 0.4
     blocked = torch.rand(B, K, generator=g) < 0.4
@@ -96,7 +68,7 @@ def test_kernel_equals_twin_with_blocked_positions():
         kw = dict(temperature=temp, judge=JudgeInputs(hidden_states=case["h"], weight=case["w"], threshold=-0.5),
                   rules=RelaxedRules(accept=relaxed, blocked=blocked))
         a, b = run_both(case, noise, **kw)
-        assert_same(a, b)
+        assert_same_output(a, b)
         assert not (a.judge_accepted & blocked).any()
 
 
@@ -105,7 +77,7 @@ def test_kernel_small_tiles_many_tiles():
     from selfjudge.kernels.verify_triton import verify_triton_padded
 
     B, K, V = 3, 4, 100
-    case = make_case(B, K, V, seed=11)
+    case = random_case(B, K, V, seed=11)
     noise = draw_noise(B, K, V, "cpu", seed=11)
     a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch",
                randomness=Randomness(noise=noise))
@@ -165,7 +137,7 @@ def reference_verify(drafts, n, logits, q, temperature, u, E, judge_logit=None, 
 @pytest.mark.parametrize("with_q", [True, False])
 def test_twin_matches_plain_formula(B, K, V, temp, with_q):
     for seed in range(3):
-        case = make_case(B, K, V, seed=100 + seed, with_q=with_q, hidden=8)
+        case = random_case(B, K, V, seed=100 + seed, with_q=with_q, hidden=8)
         u, E = draw_noise(B, K, V, "cpu", seed=seed)
         jl = case["h"] @ case["w"] + 0.1
         out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=temp, backend="torch",
@@ -195,7 +167,7 @@ def test_bonus_and_recovered_follow_residual_not_draft():
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_judge_forced_on_accepts_everything(backend):
     B, K, V, H = 3, 4, 100, 16
-    case = make_case(B, K, V, seed=2, hidden=H)
+    case = random_case(B, K, V, seed=2, hidden=H)
     drafts = (case["logits"][:, :K].argmax(-1) + 1) % V  # never the argmax: greedy rejects all
     n = torch.tensor([4, 2, 0])
     out = verify(drafts, n, case["logits"], temperature=0.0, backend=backend,
@@ -214,7 +186,7 @@ def test_judge_forced_on_accepts_everything(backend):
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 def test_judge_forced_off_equals_no_judge(backend):
     B, K, V, H = 3, 7, 100, 16
-    case = make_case(B, K, V, seed=4, hidden=H)
+    case = random_case(B, K, V, seed=4, hidden=H)
     noise = draw_noise(B, K, V, "cpu", seed=4)
     args = (case["drafts"], case["n"], case["logits"], case["q"])
     plain = verify(*args, temperature=1.0, backend=backend, randomness=Randomness(noise=noise))
@@ -318,21 +290,11 @@ def test_q_zero_never_accepts_and_no_nan():
 # ---------------------------------------------------------------- flat layout
 
 
-def to_flat(case):
-    drafts, n, logits, q = case["drafts"], case["n"], case["logits"], case["q"]
-    B = drafts.shape[0]
-    d = torch.cat([drafts[b, : n[b]] for b in range(B)])
-    lg = torch.cat([logits[b, : n[b] + 1] for b in range(B)])
-    qf = torch.cat([q[b, : n[b]] for b in range(B)]) if q is not None else None
-    hf = torch.cat([case["h"][b, : n[b]] for b in range(B)]) if "h" in case else None
-    return d, torch.cumsum(n, 0), lg, qf, hf
-
-
 @pytest.mark.parametrize("backend", ["torch", "triton"])
 @pytest.mark.parametrize("temp", [0.0, 1.0])
 def test_verify_flat_equals_padded(backend, temp):
     B, K, V = 3, 4, 100
-    case = make_case(B, K, V, seed=21, hidden=8)
+    case = random_case(B, K, V, seed=21, hidden=8)
     case["n"] = torch.tensor([4, 0, 2])
     d, cu, lg, qf, hf = to_flat(case)
     assert lg.shape[0] == d.shape[0] + B
@@ -380,7 +342,7 @@ def test_verify_flat_all_zero_drafts():
 
 def test_seed_and_offset_replay():
     B, K, V = 3, 4, 100
-    case = make_case(B, K, V, seed=0)
+    case = random_case(B, K, V, seed=0)
     args = (case["drafts"], case["n"], case["logits"], case["q"])
     outs = [verify(*args, temperature=1.0, backend="torch", randomness=Randomness(seed=42, offset=o)).output_token_ids for o in (0, 0, 1)]
     assert torch.equal(outs[0], outs[1])
@@ -401,7 +363,7 @@ def test_auto_backend_is_torch_on_cpu(monkeypatch):
         raise AssertionError("triton must not be used for CPU tensors under backend='auto'")
 
     monkeypatch.setattr(vt, "verify_triton", boom)
-    case = make_case(1, 1, 7)
+    case = random_case(1, 1, 7)
     verify(case["drafts"], case["n"], case["logits"], backend="auto")
 
 
@@ -482,7 +444,7 @@ def test_twin_cpu_chunks_match_plain_formula():
 
     B, K, V = 6, 4, 30000
     assert _CHUNK_ELEMS // ((K + 1) * V) < B and _ROW_CHUNK_ELEMS // V < B  # really several chunks
-    case = make_case(B, K, V, seed=3, hidden=4)
+    case = random_case(B, K, V, seed=3, hidden=4)
     u, E = draw_noise(B, K, V, "cpu", seed=0)
     out = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=0.9, backend="torch",
                  randomness=Randomness(noise=(u, E)))

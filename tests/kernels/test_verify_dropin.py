@@ -10,16 +10,12 @@ import os
 import pytest
 import torch
 
-from selfjudge.kernels.verify import (JudgeInputs, Randomness, RelaxedRules, draw_noise, sanitized_cu, verify, verify_flat)
+from verify_cases import assert_same_output
+
+from selfjudge.kernels.verify import (JudgeInputs, Randomness, RelaxedRules, draw_noise, sanitized_cu, verify,
+                                      verify_flat)
 
 BACKENDS = ["torch"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])
-
-
-def _same(a, b):
-    assert torch.equal(a.output_token_ids, b.output_token_ids)
-    assert torch.equal(a.num_accepted, b.num_accepted)
-    assert torch.equal(a.align_accepted, b.align_accepted)
-    assert torch.equal(a.judge_accepted, b.judge_accepted)
 
 
 def _favour(logits, b, i, token):
@@ -48,7 +44,7 @@ def test_placeholder_is_rejected_by_every_rule_greedy(backend, placeholder):
     assert out.num_accepted[1].item() == K  # row 1 (real ids, judge accepts all) unaffected
     ref = verify(draft, None, logits, backend="torch",
                  rules=RelaxedRules(accept=torch.ones(B, K, dtype=torch.bool)), **judge)
-    _same(out, ref)
+    assert_same_output(out, ref, logits=False)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -66,7 +62,7 @@ def test_placeholder_sampling_recovers_from_p(backend, with_q):
     u = torch.full_like(u, 1e-12)  # every real position would be accepted
     out = verify(draft, None, logits, q, temperature=1.0, backend=backend, randomness=Randomness(noise=(u, e)))
     ref = verify(draft, None, logits, q, temperature=1.0, backend="torch", randomness=Randomness(noise=(u, e)))
-    _same(out, ref)
+    assert_same_output(out, ref, logits=False)
     assert (out.num_accepted <= 1).all()
     if not with_q:
         # rows that reached position 1: the emitted token is argmax p_1 / E (a draw from p)
@@ -133,7 +129,7 @@ def test_malformed_cu_defined_and_in_bounds(backend, temperature, what, cu):
     assert (clean >= 0).all() and (clean <= T).all() and (clean[1:] >= clean[:-1]).all()
     ref = verify_flat(draft, clean, logits, max_spec_len=K, temperature=temperature, backend="torch",
                       check_metadata=False, randomness=Randomness(noise=noise))
-    _same(out, ref)
+    assert_same_output(out, ref, logits=False)
     counts = (clean - torch.cat([clean.new_zeros(1), clean[:-1]])).clamp(max=K)
     assert (out.num_accepted <= counts).all()
     emitted = out.output_token_ids[out.output_token_ids >= 0]
@@ -168,7 +164,7 @@ def test_tensor_temperature_nan_and_inf_are_defined(backend):
     noise = draw_noise(B, K, V, "cpu", seed=5)
     out = verify(draft, None, logits, temperature=temps, backend=backend, randomness=Randomness(noise=noise))
     ref = verify(draft, None, logits, temperature=temps, backend="torch", randomness=Randomness(noise=noise))
-    _same(out, ref)
+    assert_same_output(out, ref, logits=False)
     as_greedy = verify(draft[:1], None, logits[:1], temperature=0.0, backend="torch")
     assert torch.equal(out.output_token_ids[0], as_greedy.output_token_ids[0])
     emitted = out.output_token_ids[out.output_token_ids >= 0]
@@ -223,7 +219,8 @@ def test_flat_greedy_invalid_rows_equal_the_padded_op_and_the_plain_rule(backend
     for b, (s, c) in enumerate(zip(starts, counts)):
         padded[b, :c + 1] = flat[s:s + c + 1]
         padded_drafts[b, :c] = drafts[s - b:s - b + c]
-    _same(got, verify(padded_drafts, torch.tensor(counts), padded, temperature=0.0, backend="torch"))
+    assert_same_output(got, verify(padded_drafts, torch.tensor(counts), padded, temperature=0.0, backend="torch"),
+                       logits=False)
     # the plain rule: request 0 keeps its first draft, rejects the second and emits token 0 there;
     # request 2 emits token 0; requests 1 and 3 keep every draft and add their bonus argmax
     assert got.num_accepted.tolist() == [1, 1, 0, 2]
