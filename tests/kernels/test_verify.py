@@ -6,7 +6,6 @@ awkward shapes: V in {7, 100, 8193} (8193 = one real lane in the last tile),
 K in {1, 4, 7}, B in {1, 3}, rows with 0 drafts and mixed draft counts.
 """
 
-
 import pytest
 import torch
 
