@@ -3,7 +3,7 @@
     python bench/run_wallclock.py --quick
     python bench/run_wallclock.py --help
 
-The code lives in :mod:`selfjudge.bench` and :mod:`selfjudge.cli.bench` (installed with the package).
+The code lives in :mod:`selfjudge.evaluation` and :mod:`selfjudge.cli.bench` (installed with the package).
 """
 
 import sys

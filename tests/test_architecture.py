@@ -20,7 +20,7 @@ LAYERS = (
     ("selfjudge.judge",),
     ("selfjudge.engine",),
     ("selfjudge.integrations",),
-    ("selfjudge.bench",),
+    ("selfjudge.evaluation",),
     ("selfjudge.cli",),
 )
 MAX_LINES = 450

@@ -5,7 +5,7 @@ m, per-position acceptance and tokens/s against target-only on this CPU) and wri
 ``bench/results/gpu_projection.md``: for each task and drafter the measured CPU speed-up,
 the speed-up the cost model predicts with this CPU's measured step costs (a check of the
 model), and the projected speed-up with memory-bound GPU costs
-(:mod:`selfjudge.bench.cost_model`: the SelfJudge paper's 1B -> 8B pair for the model
+(:mod:`selfjudge.evaluation.cost_model`: the SelfJudge paper's 1B -> 8B pair for the model
 draft, an EAGLE head on an 8B target, prompt lookup), each at its best K. Projections,
 not measurements.
 
@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from selfjudge.bench.cost_model import EAGLE_ON_8B, PAPER_PAIR, PROMPT_LOOKUP, best_k, measured_cost_model
+from selfjudge.evaluation.cost_model import EAGLE_ON_8B, PAPER_PAIR, PROMPT_LOOKUP, best_k, measured_cost_model
 
 ROOT = Path(__file__).resolve().parents[2]
 GPU_MODEL = {"model": PAPER_PAIR, "eagle": EAGLE_ON_8B, "prompt-lookup": PROMPT_LOOKUP}
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
         "# Projected GPU speed-ups from the CPU measurements (cost model, not measured)",
         "",
         f"Source: `{src.relative_to(ROOT)}` ({data.get('command', '')}). Cost model: "
-        "`selfjudge.bench.cost_model` (speed-up = (1 + sum of per-position acceptance) / "
+        "`selfjudge.evaluation.cost_model` (speed-up = (1 + sum of per-position acceptance) / "
         "(K x draft cost + verify cost), costs in target decode steps).",
         "",
         "| task | drafter | K | m (tokens/cycle) | CPU measured x target-only | CPU cycle, target steps (drafting) "

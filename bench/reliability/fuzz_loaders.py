@@ -237,7 +237,7 @@ def make_blocks(folder: Path) -> Path:
 
 
 def load_blocks(path: Path):
-    from selfjudge.bench.report import markdown, read_blocks
+    from selfjudge.evaluation.report import markdown, read_blocks
 
     return markdown(read_blocks(path))
 

@@ -23,8 +23,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.pareto import gap_interval, resampled_rows
-from selfjudge.bench.report import m_at_fidelity
+from selfjudge.evaluation.pareto import gap_interval, resampled_rows
+from selfjudge.evaluation.report import m_at_fidelity
 
 RULE_FAMILIES = ("relaxed top-N", "FLy")
 Y = "semantic_fidelity"

@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from selfjudge.bench.report import RIVALS, _fmt, m_at_fidelity, pareto_gap, read_blocks
+from selfjudge.evaluation.report import RIVALS, _fmt, m_at_fidelity, pareto_gap, read_blocks
 
 SHARED = ("target-only", "standard", "top-k")  # families every bench folder has: the determinism check
 

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from selfjudge.bench.pareto import speed_ratio_interval
+from selfjudge.evaluation.pareto import speed_ratio_interval
 
 
 def work_rows(block: dict) -> list[dict]:

@@ -16,7 +16,7 @@ _DEFAULT_OUT = Path("selfjudge-bench")  # in the working folder, never the packa
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    from selfjudge.bench.matrix_spec import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
+    from selfjudge.evaluation.matrix_spec import DEFAULT_MAX_NEW, JUDGE_FAMILIES, SWEEP
 
     add_model_arguments(ap, draft=False)
     ap.add_argument("--tasks", nargs="+", default=["gsm8k", "humaneval", "gpqa", "sharegpt"], help="tasks to run")
@@ -68,8 +68,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace):
-    """The :class:`~selfjudge.bench.matrix_spec.MatrixSpec` of parsed arguments (``--quick`` applied)."""
-    from selfjudge.bench.matrix_spec import MatrixSpec
+    """The :class:`~selfjudge.evaluation.matrix_spec.MatrixSpec` of parsed arguments (``--quick`` applied)."""
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
 
     fields = {k: getattr(args, k) for k in (
         "tasks", "limit", "split", "max_new_tokens", "ks", "adaptive_ks", "batch_sizes", "top_ks", "judges", "thresholds", "sweep",
@@ -103,7 +103,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from selfjudge.bench.wallclock import run_matrix
+    from selfjudge.evaluation.wallclock import run_matrix
 
     out = run_matrix(spec_from_args(args), args.command_line)
     if not args.estimate_only:

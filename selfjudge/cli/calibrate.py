@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from selfjudge.bench.calibrate import calibrate
+    from selfjudge.evaluation.calibrate import calibrate
 
     record = calibrate(args.bench, args.verifier, args.out, args.batch, command=args.command_line)
     sizes = ", ".join(f"{family} {len(points)}" for family, points in record["curves"].items())

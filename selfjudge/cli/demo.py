@@ -42,7 +42,7 @@ def marked(pieces: list[tuple[str, bool]], color: bool) -> str:
 
 
 def run(args) -> int:
-    from selfjudge.bench.demo import plot_demo, run_demo
+    from selfjudge.evaluation.demo import plot_demo, run_demo
     from selfjudge.folders import lock_folder
 
     lock = lock_folder(args.out, args.command_line)  # noqa: F841 - held until the demo's files are written

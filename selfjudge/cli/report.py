@@ -14,7 +14,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from selfjudge.bench.report import write_report
+    from selfjudge.evaluation.report import write_report
 
     write_report(args.folder)
     print(f"wrote {args.folder}/results.json, results.md, pareto.png, speed_vs_fidelity.png")

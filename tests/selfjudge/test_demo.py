@@ -21,7 +21,7 @@ def test_demo_prints_table_and_writes_json_and_plot(tmp_path):
     assert names[0] == "target-only" and names[1] == "standard SD" and names[2] == "SelfJudge-quality:0.97"
     assert report["task"] == "summarize" and report["prompt_ids"][0].startswith("summarize/")
     # the best training-free rule within the budget on the shipped verifier's validation curves, if any
-    from selfjudge.bench.demo import best_rule_at_budget
+    from selfjudge.evaluation.demo import best_rule_at_budget
     from selfjudge.judge.verifier import load_verifier
 
     assert report["k"] is None  # adaptive speculation by default

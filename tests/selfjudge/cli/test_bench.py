@@ -27,7 +27,7 @@ def test_quick_sets_a_small_matrix_and_its_own_folder():
 
 
 def test_flat_options_go_to_their_groups_and_unknown_ones_are_named():
-    from selfjudge.bench.matrix_spec import MatrixSpec
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
 
     spec = MatrixSpec.from_options(limit=3, ks=[2, 5], rules=["fly"], drafter="prompt-lookup", timing_rounds=2)
     assert (spec.workload.limit, spec.methods.ks, spec.sweeps.rules) == (3, [2, 5], ["fly"])

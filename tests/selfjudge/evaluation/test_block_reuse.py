@@ -11,8 +11,8 @@ import torch
 
 
 def test_bench_refuses_a_block_measured_with_other_settings():
-    from selfjudge.bench.matrix_spec import MatrixSpec
-    from selfjudge.bench.wallclock import block_settings, stale_settings
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
+    from selfjudge.evaluation.wallclock import block_settings, stale_settings
 
     spec = MatrixSpec.from_options(tasks=["gsm8k"], limit=2, max_new_tokens=32, device="cpu")
     old = {"max_new_tokens": 256, "prompt_ids": ["gsm8k/0", "gsm8k/1", "gsm8k/2"],
@@ -35,8 +35,8 @@ def test_bench_prompt_lookup_blocks_record_their_ngram_lengths(monkeypatch, tmp_
     """A prompt-lookup block records its n-gram lengths and store, so a run with other lengths or
     another store refuses to reuse it; a draft-model block carries none."""
     import selfjudge.models.pair as pair_mod
-    from selfjudge.bench.matrix_spec import MatrixSpec
-    from selfjudge.bench.wallclock import block_settings, stale_settings
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
+    from selfjudge.evaluation.wallclock import block_settings, stale_settings
 
     record = json.loads(pair_mod.DEFAULT_DRAFTER_FILE.read_text())
     fake = tmp_path / "default.json"
@@ -77,8 +77,8 @@ def test_the_current_harness_blocks_match_the_default_record():
     """The README's harness (bench/results/eval24; GSM8K: its rerun with the shipped verifier) was
     measured with the default drafter's record and the verifiers as they are today: a changed record
     or verifier must come with a rerun."""
-    from selfjudge.bench.matrix_spec import MatrixSpec
-    from selfjudge.bench.wallclock import block_settings, stale_settings
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
+    from selfjudge.evaluation.wallclock import block_settings, stale_settings
 
     root = Path(__file__).resolve().parents[3] / "bench" / "results" / "eval24"
     paths = [root / "blocks" / "sharegpt_b8.json", root / "blocks" / "summarize_b8.json",
@@ -93,7 +93,7 @@ def test_the_current_harness_blocks_match_the_default_record():
 
 
 def test_bench_unknown_threshold_name_is_an_error():
-    from selfjudge.bench.matrix import make_configs
+    from selfjudge.evaluation.matrix import make_configs
     from selfjudge.judge import Verifier
 
     v = Verifier(weight=torch.zeros(4), bias=0.0, thresholds={"F": 0.1, "R": 0.2})
@@ -105,8 +105,8 @@ def test_bench_unknown_threshold_name_is_an_error():
 def test_bench_refuses_a_block_whose_verifier_was_retrained_under_the_same_name(tmp_path):
     """Blocks record each verifier's digest: a file retrained under the same name is another
     verifier, so its old block is stale; a block written before digests were recorded is not."""
-    from selfjudge.bench.matrix_spec import MatrixSpec
-    from selfjudge.bench.wallclock import block_settings, stale_settings
+    from selfjudge.evaluation.matrix_spec import MatrixSpec
+    from selfjudge.evaluation.wallclock import block_settings, stale_settings
 
     spec = MatrixSpec.from_options(tasks=["gsm8k"], limit=1, max_new_tokens=32, device="cpu")
     verifier = tmp_path / "smollm2-135m-gsm8k-autojudge.safetensors"

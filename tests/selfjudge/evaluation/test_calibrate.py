@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from selfjudge.bench.wallclock import file_digest
+from selfjudge.evaluation.wallclock import file_digest
 from selfjudge.cli import main
 from selfjudge.judge.verifier import Verifier, load_verifier, save_verifier
 
@@ -68,7 +68,7 @@ def test_calibrate_refuses_eval_blocks_and_another_verifier(tmp_path, verifier_p
 
 
 def test_the_demo_picks_the_rule_reaching_the_largest_m_within_the_budget():
-    from selfjudge.bench.demo import best_rule_at_budget
+    from selfjudge.evaluation.demo import best_rule_at_budget
     from selfjudge.engine.policies import FlyPolicy, RelaxedTopNPolicy
 
     curves = {
@@ -106,7 +106,7 @@ def test_several_tasks_are_pooled_prompt_by_prompt(tmp_path, verifier_path):
     """Task a (1 prompt: 10 cycles, 10 accepted, semantic 0.9) and task b (3 prompts: 10 cycles, 0 accepted,
     semantic 1.0 each) pool to m = (10 + 40) / 40 = 1.25 and semantic (0.9 + 3) / 4 = 0.975; the mean of
     the tasks' own figures (m 1.5, semantic 0.95) would weight a single prompt like three."""
-    from selfjudge.bench.calibrate import pooled_block, validation_curves
+    from selfjudge.evaluation.calibrate import pooled_block, validation_curves
 
     digest = file_digest(verifier_path)
     a = _task_block("a", [0], [10], [10], [0.9], digest)

@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.block_schema import check_block
-from selfjudge.bench.budget_report import budget_table
-from selfjudge.bench.pareto import gap_interval, pareto_gap, speed_ratio_interval  # noqa: F401 (pareto_gap: the scripts' import)
+from selfjudge.evaluation.block_schema import check_block
+from selfjudge.evaluation.budget_report import budget_table
+from selfjudge.evaluation.pareto import gap_interval, pareto_gap, speed_ratio_interval  # noqa: F401 (pareto_gap: the scripts' import)
 from selfjudge.json_io import read_json
 from selfjudge.writes import own_files, save_figure, write_json, write_text
 
@@ -123,7 +123,7 @@ def target_table(blocks: list[dict[str, Any]], floor: float = 0.97) -> str:
 def pareto_table(blocks: list[dict[str, Any]]) -> str:
     """SelfJudge's Pareto curve against every other method in the block (AutoJudge, top-k and the
     training-free rules), per block, on fidelity, task score and semantic fidelity: the gap of the
-    time-sharing envelopes (:mod:`selfjudge.bench.pareto`) with its 95 % bootstrap interval over
+    time-sharing envelopes (:mod:`selfjudge.evaluation.pareto`) with its 95 % bootstrap interval over
     prompts where the block records per-prompt figures."""
     lines = [
         "| task | batch | K | SelfJudge vs | y | m range | mean gap | 95 % CI (prompts) | min gap | max gap "

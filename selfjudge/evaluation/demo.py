@@ -41,7 +41,7 @@ def _verifier(pair: str, task: str, verifier_path: str | None, drafter: str, hid
 def best_rule_at_budget(metadata: dict, budget: float, K: int):
     """The training-free rule whose validation curve reaches the largest m within ``budget``:
     ``(config name, engine policy)``, or None when no rule's curve stays within it."""
-    from selfjudge.bench.matrix import RULE_SWEEPS, Config, rule_policy
+    from selfjudge.evaluation.matrix import RULE_SWEEPS, Config, rule_policy
     from selfjudge.judge.budget import point_within_budget
 
     best = None
@@ -116,7 +116,7 @@ def run_demo(pair: str = DEFAULT_PAIR, *, task: str = "summarize", prompts: int 
     ``device`` / ``dtype``: see :func:`selfjudge.models.load_pair`."""
     import torch
 
-    from selfjudge.bench.block_run import TaskScorer
+    from selfjudge.evaluation.block_run import TaskScorer
     from selfjudge.models import load_pair
     from selfjudge.models.pair import default_drafter
     from selfjudge.tasks import load_task

@@ -3,8 +3,8 @@ evaluation block, with intervals."""
 
 import torch
 
-from selfjudge.bench.block_schema import file_digest
-from selfjudge.bench.budget_report import budget_choices, budget_table, semantic_interval
+from selfjudge.evaluation.block_schema import file_digest
+from selfjudge.evaluation.budget_report import budget_choices, budget_table, semantic_interval
 from selfjudge.judge.verifier import Verifier, save_verifier
 
 
@@ -51,7 +51,7 @@ def test_semantic_interval_brackets_the_mean_and_needs_prompts():
 
 
 def test_headline_ratio_has_an_interval_only_where_the_ratio_exists():
-    from selfjudge.bench.report import _ratio
+    from selfjudge.evaluation.report import _ratio
 
     row, base = {"per_group": {"wall_s": [1.0] * 8, "tokens": [10] * 8}}, {"per_group": {"wall_s": [2.0] * 8, "tokens": [10] * 8}}
     assert _ratio(row, base, 2.0) == "2.00 [2.00, 2.00]"

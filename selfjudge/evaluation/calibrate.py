@@ -18,9 +18,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from selfjudge.bench.block_schema import file_digest
-from selfjudge.bench.pareto import resampled_rows
-from selfjudge.bench.report import read_blocks
+from selfjudge.evaluation.block_schema import file_digest
+from selfjudge.evaluation.pareto import resampled_rows
+from selfjudge.evaluation.report import read_blocks
 
 _SKIP = ("target-only", "standard", "HF")
 

@@ -1,4 +1,4 @@
-"""The wall-clock matrix's measurement core and report (selfjudge.bench) on tiny random Llamas."""
+"""The wall-clock matrix's measurement core and report (selfjudge.evaluation) on tiny random Llamas."""
 
 import json
 import math
@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 
-from selfjudge.bench import block_run
-from selfjudge.bench import matrix as wm
-from selfjudge.bench import report as rep
+from selfjudge.evaluation import block_run
+from selfjudge.evaluation import matrix as wm
+from selfjudge.evaluation import report as rep
 from selfjudge.judge import Verifier
 from selfjudge.tasks import Task
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from selfjudge.bench.block_schema import check_block
+from selfjudge.evaluation.block_schema import check_block
 
 
 def _block(per_group) -> dict:

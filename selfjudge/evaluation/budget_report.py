@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from selfjudge.bench.block_schema import file_digest
-from selfjudge.bench.pareto import mean_interval, speed_ratio_interval
+from selfjudge.evaluation.block_schema import file_digest
+from selfjudge.evaluation.pareto import mean_interval, speed_ratio_interval
 
 
 def semantic_interval(row: dict[str, Any], n_boot: int = 1000, seed: int = 0) -> tuple[float, float] | None:

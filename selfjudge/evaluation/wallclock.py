@@ -19,8 +19,8 @@ and ``speed_vs_fidelity.png`` are rebuilt from the blocks after each block.
     selfjudge bench --quick                       # ~2 minutes (= python bench/run_wallclock.py --quick)
     selfjudge bench --out runs/wallclock          # a full matrix (states its duration first)
 
-:class:`~selfjudge.bench.matrix_spec.MatrixSpec` says what to run, :func:`run_matrix` runs it (progress goes to
-the ``selfjudge.bench.wallclock`` logger); the command line is :mod:`selfjudge.cli.bench`.
+:class:`~selfjudge.evaluation.matrix_spec.MatrixSpec` says what to run, :func:`run_matrix` runs it (progress goes to
+the ``selfjudge.evaluation.wallclock`` logger); the command line is :mod:`selfjudge.cli.bench`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import platform
 import time
 from pathlib import Path
 
-from selfjudge.bench.block_schema import file_digest
-from selfjudge.bench.report import BLOCKS, write_report
-from selfjudge.bench.matrix_spec import MatrixSpec
+from selfjudge.evaluation.block_schema import file_digest
+from selfjudge.evaluation.report import BLOCKS, write_report
+from selfjudge.evaluation.matrix_spec import MatrixSpec
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.writes import write_json
 
@@ -193,7 +193,7 @@ def _load_models(spec: MatrixSpec):
 
 def _plan(spec: MatrixSpec, hidden: int) -> list[tuple]:
     """Every block of the matrix: (task, batch, configs, judges, verifier paths)."""
-    from selfjudge.bench.matrix import make_configs
+    from selfjudge.evaluation.matrix import make_configs
 
     plan = []
     for task_name in spec.workload.tasks:
@@ -229,8 +229,8 @@ def _estimate(spec: MatrixSpec, plan: list[tuple], todo: list[tuple], target, to
 
 def _run_one_block(spec: MatrixSpec, command: str, planned: tuple, models: tuple, protected) -> None:
     """Run one block and write it whole (then the report)."""
-    from selfjudge.bench.block_run import TaskScorer, run_block
-    from selfjudge.bench.matrix import build_engines
+    from selfjudge.evaluation.block_run import TaskScorer, run_block
+    from selfjudge.evaluation.matrix import build_engines
     from selfjudge.tasks import load_task
 
     task_name, b, configs, judges, paths = planned

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from selfjudge.bench.cost_model import PAPER_PAIR, CostModel, best_k, expected_tokens, measured_cost_model
+from selfjudge.evaluation.cost_model import PAPER_PAIR, CostModel, best_k, expected_tokens, measured_cost_model
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8, 0.95])

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from selfjudge.bench.pareto import (gap_interval, hull_frontier, pareto_gap, resampled_rows, speed_ratio_interval,
+from selfjudge.evaluation.pareto import (gap_interval, hull_frontier, pareto_gap, resampled_rows, speed_ratio_interval,
                                     step_frontier)
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable, Sequence
 
-from selfjudge.bench.matrix import ADAPTIVE, AUTOREGRESSIVE, Config
+from selfjudge.evaluation.matrix import ADAPTIVE, AUTOREGRESSIVE, Config
 from selfjudge.timing import alternating
 
 
