@@ -14,7 +14,7 @@ max_new_tokens. Greedy decoding is deterministic, so its rows and the two verifi
 are points of one comparison; the script checks that first (target-only, standard and top-k
 rows must agree exactly in m and semantic fidelity) and then adds, for each verifier, the
 Pareto gap against every training-free rule and AutoJudge, and the m each reaches at
-semantic fidelity >= 0.97 (issue 13's two targets).
+semantic fidelity >= 0.97 (the two figures that decide between the scores).
 """
 
 from __future__ import annotations
