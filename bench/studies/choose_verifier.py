@@ -46,21 +46,24 @@ def _rows(block: dict[str, Any], prompts: list[str], families: tuple[str, ...]) 
     return [_subset(r, keep) for r in block["rows"] if r["family"] in families]
 
 
-def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Gap of each candidate's SelfJudge envelope against each rule on the shared prompts."""
+def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]],
+            peers: tuple[str, ...] = RULE_FAMILIES) -> dict[str, Any]:
+    """Gap of each candidate's SelfJudge envelope against each peer family (the rules by default,
+    or e.g. AutoJudge) of the ``rules`` block on the shared prompts."""
     shared = [p for p in rules["prompt_ids"] if all(p in c["prompt_ids"] for c in candidates.values())]
     if len(shared) < 2:
         raise ValueError(f"candidates: the blocks share {len(shared)} prompts with the rules block; need >= 2")
-    rule_rows = _rows(rules, shared, RULE_FAMILIES)
-    out: dict[str, Any] = {"prompts": shared, "split": rules.get("split", "val"), "candidates": {}}
+    rule_rows = _rows(rules, shared, peers)
+    out: dict[str, Any] = {"prompts": shared, "split": rules.get("split", "val"), "peers": list(peers),
+                           "candidates": {}}
     for name, block in candidates.items():
         rows = _rows(block, shared, ("standard", "SelfJudge")) + rule_rows
         K = min(r["K"] for r in rows if r["K"])
-        gaps = {fam: gap_interval(rows, "SelfJudge", fam, y=Y, K=K) for fam in RULE_FAMILIES}
+        gaps = {fam: gap_interval(rows, "SelfJudge", fam, y=Y, K=K) for fam in peers}
         out["candidates"][name] = {
             "gaps": gaps,
             "min_gap": {fam: None if g is None else g["min"] for fam, g in gaps.items()},
-            "m_at_0.97": {fam: m_at_fidelity(rows, fam, K) for fam in ("SelfJudge", *RULE_FAMILIES)},
+            "m_at_0.97": {fam: m_at_fidelity(rows, fam, K) for fam in ("SelfJudge", *peers)},
             "points": sorted((round(r["mean_accepted_length"], 3), round(r[Y], 3), r["name"])
                              for r in rows if r["family"] == "SelfJudge"),
         }
@@ -70,14 +73,15 @@ def compare(rules: dict[str, Any], candidates: dict[str, dict[str, Any]]) -> dic
     return out
 
 
-def compare_tasks(rules: dict[str, dict[str, Any]], candidates: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+def compare_tasks(rules: dict[str, dict[str, Any]], candidates: dict[str, dict[str, dict[str, Any]]],
+                  peers: tuple[str, ...] = RULE_FAMILIES) -> dict[str, Any]:
     """:func:`compare` per task (``rules``: task -> block; ``candidates``: name -> task -> block),
     the winner by its worst task's worst gap. ``ValueError`` when a candidate lacks a task's block."""
     for name, blocks in candidates.items():
         missing = sorted(set(rules) - set(blocks))
         if missing:
             raise ValueError(f"candidates: {name!r} has no block for task(s) {missing}")
-    per_task = {t: compare(r, {n: b[t] for n, b in candidates.items()}) for t, r in rules.items()}
+    per_task = {t: compare(r, {n: b[t] for n, b in candidates.items()}, peers) for t, r in rules.items()}
     worst = {n: min(res["worst_gap"][n] for res in per_task.values()) for n in candidates}
     return {"tasks": per_task, "worst_gap": worst, "winner": max(worst, key=worst.get)}
 
@@ -96,17 +100,18 @@ def markdown(result: dict[str, Any]) -> str:
         return "\n".join(f"## {task}\n\n{markdown(res)}" for task, res in result["tasks"].items()) + \
             f"\nChosen over the tasks' worst gaps: **{result['winner']}**\n"
     split = {"val": "validation", "eval": "evaluation"}.get(result.get("split", "val"), result.get("split"))
-    lines = [f"{len(result['prompts'])} {split} prompts; gap = SelfJudge's envelope minus the rule's "
+    peers = result.get("peers", list(RULE_FAMILIES))
+    lines = [f"{len(result['prompts'])} {split} prompts; gap = SelfJudge's envelope minus the peer's "
              "(semantic fidelity, mean over the m both reach, 95 % CI over prompts)", "",
-             "| candidate | vs relaxed top-N | vs FLy | min gap (relaxed / FLy) | m at semantic >= 0.97 (SJ / relaxed / FLy) |",
-             "|---|---|---|---|---|"]
+             "| candidate | " + " | ".join(f"vs {p}" for p in peers) + f" | min gap ({' / '.join(peers)}) | "
+             f"m at semantic >= 0.97 (SJ / {' / '.join(peers)}) |", "|---" * (len(peers) + 3) + "|"]
     for name, c in result["candidates"].items():
         cells = [("–" if g is None else f"{g['mean']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]")
-                 for g in (c["gaps"][f] for f in RULE_FAMILIES)]
+                 for g in (c["gaps"][f] for f in peers)]
         ms = " / ".join("–" if v is None else f"{v:.2f}" for v in c["m_at_0.97"].values())
         mins = " / ".join("–" if v is None else f"{v:+.3f}" for v in c["min_gap"].values())
         mark = " **(chosen)**" if name == result["winner"] else ""
-        lines.append(f"| {name}{mark} | {cells[0]} | {cells[1]} | {mins} | {ms} |")
+        lines.append(f"| {name}{mark} | " + " | ".join(cells) + f" | {mins} | {ms} |")
     return "\n".join(lines) + "\n"
 
 
@@ -150,6 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rules", nargs="+", required=True, help="bench blocks (JSON) holding the rules' sweeps, one per task")
     ap.add_argument("--candidates", nargs="+", required=True, metavar="NAME=BLOCK",
                     help="each candidate verifier's bench block on validation prompts (one per task and candidate)")
+    ap.add_argument("--peers", nargs="+", default=list(RULE_FAMILIES), metavar="FAMILY",
+                    help="the families of the --rules blocks SelfJudge is compared with (e.g. AutoJudge)")
     ap.add_argument("--out", required=True, help="JSON result; a .md table is written beside it")
     ap.add_argument("--merged", default=None, metavar="DIR",
                     help="also write DIR/NAME/blocks/: each candidate's blocks with the rules' rows on the shared "
@@ -157,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     rules, cands = _read_inputs(ap, args)
     try:
-        result = compare_tasks(rules, cands)
+        result = compare_tasks(rules, cands, tuple(args.peers))
     except ValueError as e:
         ap.error(str(e))
     if args.merged:

@@ -93,3 +93,20 @@ def test_cli_writes_one_calibration_folder_per_candidate_with_every_task(bench_s
     assert merged == ["a_b8.json", "b_b8.json"]
     rows = json.loads((tmp_path / "merged" / "q" / "blocks" / "a_b8.json").read_text())["rows"]
     assert {r["family"] for r in rows} == {"standard", "SelfJudge", "relaxed top-N", "FLy"}
+
+
+def test_peers_compare_selfjudge_with_another_family(bench_script, tmp_path):
+    """``--peers AutoJudge``: the gap is taken against that family's rows of the --rules block, and the
+    table names it; the rules' rows are then left out."""
+    mod = bench_script("choose_verifier")
+    peer = _rules_block()
+    peer["rows"].append(_row("AutoJudge-F", "AutoJudge", [10, 10, 10], [8, 8, 8], [0.70, 0.70, 0.70]))
+    res = mod.compare(peer, {"strong": _candidate(0.95)}, peers=("AutoJudge",))
+    gaps = res["candidates"]["strong"]["gaps"]
+    assert set(gaps) == {"AutoJudge"} and gaps["AutoJudge"]["mean"] == pytest.approx(0.125, abs=1e-6)
+    rules, cand = tmp_path / "peer.json", tmp_path / "cand.json"
+    rules.write_text(json.dumps(peer))
+    cand.write_text(json.dumps(_candidate(0.95)))
+    mod.main(["--rules", str(rules), "--peers", "AutoJudge", "--candidates", f"strong={cand}", "--out", str(tmp_path / "o.json")])
+    table = (tmp_path / "o.md").read_text()
+    assert "vs AutoJudge" in table and "vs FLy" not in table
