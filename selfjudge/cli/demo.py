@@ -27,6 +27,9 @@ def register(subparsers) -> None:
                         "threshold and the rule's setting keep on validation prompts")
     p.add_argument("--threshold", default=None,
                    help="verifier threshold instead of the budget's: a name (R, F, quality:0.95, ...) or a logit")
+    p.add_argument("--loose-threshold", default="R",
+                   help="also run SelfJudge at this looser threshold (a name or a logit; 'none': not run), to show "
+                        "what the judge buys without the budget and at what semantic cost")
     p.add_argument("--verifier", default=None, help="verifier file (default: the shipped SelfJudge one)")
     p.add_argument("--out", type=Path, default=Path("selfjudge-demo"), help="folder for demo.json and demo.png")
     p.add_argument("--no-color", action="store_true", help="mark judge-only tokens with [[...]] instead of colour")
@@ -41,6 +44,11 @@ def marked(pieces: list[tuple[str, bool]], color: bool) -> str:
     return "".join(f"{on}{piece}{off}" if judge and piece else piece for piece, judge in pieces)
 
 
+def _loose(value: str):
+    """``--loose-threshold``: None for 'none', else a threshold as ``--threshold`` reads it."""
+    return None if str(value).lower() == "none" else parse_threshold(value)
+
+
 def run(args) -> int:
     from selfjudge.evaluation.demo import plot_demo, run_demo
     from selfjudge.folders import lock_folder
@@ -49,7 +57,7 @@ def run(args) -> int:
     report = run_demo(args.target, task=args.task, prompts=args.prompts, max_new_tokens=args.max_new_tokens, k=args.k,
                       budget=args.budget, threshold=parse_threshold(args.threshold), verifier_path=args.verifier,
                       drafter=drafter_name(args.drafter, args.target), eagle_dir=args.eagle, device=args.device,
-                      dtype=args.dtype)
+                      dtype=args.dtype, loose_threshold=_loose(args.loose_threshold))
     report["command"] = args.command_line
     rows = report["rows"]
     width = max(14, max(len(r["policy"]) for r in rows))

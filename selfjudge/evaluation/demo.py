@@ -4,8 +4,11 @@ Prepares SmolLM2-135M-Instruct and its default drafter (first run only), loads t
 SelfJudge verifier of an open-ended task the pair can do (summarisation by default: no answer
 checker could label it), decodes a handful of its evaluation prompts with target-only decoding,
 standard speculative decoding, SelfJudge at a quality budget (the loosest threshold whose
-validation curve keeps semantic fidelity >= 0.97) and the best training-free rule within the
-same budget (policies interleaved prompt by prompt, so the ratios survive a noisy machine), and
+validation curve keeps semantic fidelity >= 0.97), the best training-free rule within the
+same budget, and SelfJudge at a looser named threshold (``R`` by default: what the judge buys
+when the budget is given up, at what semantic cost; at a strict budget the judge may accept
+nothing on a handful of prompts) (policies interleaved prompt by prompt, so the ratios survive a
+noisy machine), and
 returns every figure: a row per policy (speed, m, judge-only tokens, semantic similarity and
 ROUGE-L to the target's own output), the completions with the source of each token, and one
 sample completion split into pieces (the judge-only ones flagged) for the command line to
@@ -54,9 +57,10 @@ def best_rule_at_budget(metadata: dict, budget: float, K: int):
     return None if best is None else (best[0].name, rule_policy(best[0]))
 
 
-def _engines(k: int | None, threshold, verifier, budget: float, target, draft, tokenizer):
-    """The demo's engines: target-only, standard SD, SelfJudge at ``threshold`` and, when the verifier's
-    validation curves name one, the best training-free rule within the same quality budget."""
+def _engines(k: int | None, threshold, verifier, budget: float, target, draft, tokenizer, loose=None):
+    """The demo's engines: target-only, standard SD, SelfJudge at ``threshold``, when the verifier's
+    validation curves name one the best training-free rule within the same quality budget, and
+    SelfJudge at the ``loose`` threshold (None, or the same as ``threshold``: not run)."""
     from selfjudge.engine import SpeculativeEngine
 
     common = dict(num_draft_tokens=k)
@@ -70,6 +74,9 @@ def _engines(k: int | None, threshold, verifier, budget: float, target, draft, t
     rule = best_rule_at_budget(verifier.metadata, budget, k or 4)
     if rule is not None:
         engines[rule[0]] = SpeculativeEngine(target, draft, tokenizer, policy=rule[1], **common)
+    if loose is not None and str(loose) != str(threshold):
+        engines[f"SelfJudge-{loose}"] = SpeculativeEngine(
+            target, draft, tokenizer, policy="judge", verifier=verifier, threshold=loose, **common)
     return engines, (rule[0] if rule else None)
 
 
@@ -90,7 +97,7 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5))
     names = [r["policy"] for r in rows]
-    colors = ["grey", "tab:blue", "tab:green", "tab:brown"][: len(rows)]
+    colors = ["grey", "tab:blue", "tab:green", "tab:brown", "tab:olive"][: len(rows)]
     a.bar(names, [r["tokens_per_s"] for r in rows], color=colors)
     a.set_ylabel("tokens/s")
     a.set_title("throughput (batch 1, CPU)")
@@ -107,11 +114,12 @@ def plot_demo(rows: list[dict], path: Path) -> None:
 def run_demo(pair: str = DEFAULT_PAIR, *, task: str = "summarize", prompts: int = 6, max_new_tokens: int = 96,
              k: int | None = None, budget: float = 0.97, threshold: str | float | None = None, verifier_path: str | None = None,
              drafter: str | None = None, eagle_dir: str | None = None, device: str = "auto",
-             dtype: str = "auto") -> dict:
+             dtype: str = "auto", loose_threshold: str | float | None = "R") -> dict:
     """Run the comparison; returns every figure as a JSON-ready dict (``sample`` holds the
     pieces of the completion with the most judge-only tokens). SelfJudge runs at ``threshold``,
     by default ``"quality:<budget>"`` (the loosest threshold its validation curve keeps at semantic
-    fidelity >= ``budget``), beside the best training-free rule within the same budget.
+    fidelity >= ``budget``), beside the best training-free rule within the same budget and SelfJudge at
+    ``loose_threshold`` (None: not run).
     ``k``: a fixed number of drafts per cycle, None: adaptive speculation (0..4 per row each cycle).
     ``device`` / ``dtype``: see :func:`selfjudge.models.load_pair`."""
     import torch
@@ -132,14 +140,16 @@ def run_demo(pair: str = DEFAULT_PAIR, *, task: str = "summarize", prompts: int 
     target, draft, tokenizer = load_pair(pair, eagle_dir if drafter == "eagle" else None, device=device, dtype=dtype,
                                          drafter=drafter)
     verifier, verifier_used = _verifier(pair, task, verifier_path, drafter, target.config.hidden_size)
-    engines, rule_name = _engines(k, threshold, verifier, budget, target, draft, tokenizer)
+    engines, rule_name = _engines(k, threshold, verifier, budget, target, draft, tokenizer, loose_threshold)
     the_task = load_task(task)
     examples = the_task.examples("eval", limit=prompts)
     texts = [the_task.build_prompt(tokenizer, ex) for ex in examples]
     results = _decode_interleaved(engines, texts, max_new_tokens)
     rows = _rows(results, TaskScorer(the_task, target, tokenizer))
-    judge_name = f"SelfJudge-{threshold}"
-    best = max(range(len(examples)), key=lambda j: results[judge_name][j].stats.judge_accepted)
+    # the sample: the completion with the most judge-only tokens, over the SelfJudge rows
+    judge_names = [n for n in engines if n.startswith("SelfJudge-")]
+    judge_name, best = max(((n, j) for n in judge_names for j in range(len(examples))),
+                           key=lambda nj: results[nj[0]][nj[1]].stats.judge_accepted)
     sample = results[judge_name][best]
     return {
         "pair": pair, "task": task, "drafter": drafter, "eagle": eagle_dir, "k": k, "max_new_tokens": max_new_tokens,
