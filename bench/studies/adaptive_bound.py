@@ -24,7 +24,6 @@ Replayed with the table this machine measured, fixed K should match the wall-clo
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
@@ -115,17 +114,25 @@ def memory_bound_table(profile: CostProfile, per_position: float) -> CostProfile
     return CostProfile(rows=(1,), positions=profile.positions, seconds=(seconds,))
 
 
-def run_task(pair, lookup_factory, outputs, profile: CostProfile, K: int) -> dict:
+def prompt_lookup(lookup):
+    """A fresh engine drafter with ``lookup``'s settings (an :class:`~selfjudge.models.lookup.NgramLookup`)."""
+    from selfjudge.engine.prompt_lookup import PromptLookupDrafter
+
+    return PromptLookupDrafter(lookup.vocab_size, lookup.max_ngram, lookup.min_ngram, store=lookup.store,
+                               store_min_accepted=lookup.store_min_accepted)
+
+
+def run_task(lookup, outputs, profile: CostProfile, K: int) -> dict:
     """Speed-ups over target-only (the same table) of fixed K = 1..K, adaptive and the bound."""
     fixed_cost, wide_cost = width_costs(profile, K, False), width_costs(profile, K, True)
     total = {"target-only": 0.0, "adaptive": 0.0, "bound": 0.0, **{f"K={k}": 0.0 for k in range(1, K + 1)}}
     for prompt, out in outputs:
         total["target-only"] += len(out) * fixed_cost[0]
         for k in range(1, K + 1):
-            total[f"K={k}"] += replay_seconds(lookup_factory(), prompt, out, k, fixed_cost, None)
+            total[f"K={k}"] += replay_seconds(prompt_lookup(lookup), prompt, out, k, fixed_cost, None)
         controller = AdaptiveController(K, cost_profile=profile, packed=False)
-        total["adaptive"] += replay_seconds(lookup_factory(), prompt, out, K, wide_cost, controller)
-        total["bound"] += bound_seconds(lookup_factory().lookup, prompt, out, K, wide_cost)
+        total["adaptive"] += replay_seconds(prompt_lookup(lookup), prompt, out, K, wide_cost, controller)
+        total["bound"] += bound_seconds(lookup, prompt, out, K, wide_cost)
     return {name: total["target-only"] / seconds for name, seconds in total.items()}
 
 
@@ -136,21 +143,6 @@ def table(results: dict, K: int) -> str:
         for task, speed in per_task.items():
             lines.append(f"| {cost_name} | {task} | " + " | ".join(f"{speed[n]:.2f}" for n in names) + " |")
     return "\n".join(lines)
-
-
-class _Lookup:
-    """The engine's prompt-lookup drafter for the default pair, with its settings as ``lookup``."""
-
-    def __init__(self, vocab_size: int):
-        from selfjudge.engine.prompt_lookup import PromptLookupDrafter
-        from selfjudge.models.pair import default_lookup
-
-        self.lookup = default_lookup(vocab_size)
-        self.drafter = PromptLookupDrafter(vocab_size, self.lookup.max_ngram, self.lookup.min_ngram,
-                                           store=self.lookup.store, store_min_accepted=self.lookup.store_min_accepted)
-
-    def __getattr__(self, name):
-        return getattr(self.drafter, name)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, required=True, help="folder for bound.json and bound.md")
     args = ap.parse_args(argv)
     from selfjudge.engine.cost_profile import load_or_measure_profile
-    from selfjudge.models.pair import load_pair
+    from selfjudge.models.pair import default_lookup, load_pair
 
     torch.set_num_threads(1)
     pair = load_pair("smollm2-135m", drafter="prompt-lookup")
@@ -172,18 +164,18 @@ def main(argv: list[str] | None = None) -> None:
     profile = load_or_measure_profile(pair.target, 1, K + 1)
     tables = {"this CPU (measured)": profile, f"memory-bound (+{args.gpu_per_position:g} per position)":
               memory_bound_table(profile, args.gpu_per_position)}
-    vocab = int(pair.target.config.vocab_size)
+    lookup = default_lookup(int(pair.target.config.vocab_size))
     results = {name: {} for name in tables}
     for task in args.tasks:
         outputs = target_outputs(pair, task, args.limit, args.max_new_tokens)
         for name, costs in tables.items():
-            results[name][task] = run_task(pair, lambda: _Lookup(vocab), outputs, costs, K)
+            results[name][task] = run_task(lookup, outputs, costs, K)
         print(task, {n: {k: round(v, 3) for k, v in r[task].items()} for n, r in results.items()}, flush=True)
     command = "python bench/studies/adaptive_bound.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "bound.json", {"command": command, "cost_tables": {n: json.loads(json.dumps(
-        {"positions": list(t.positions), "seconds": list(t.seconds[0])})) for n, t in tables.items()},
-        "speedup_vs_target_only": results})
+    cost_tables = {n: {"positions": list(t.positions), "seconds": list(t.seconds[0])} for n, t in tables.items()}
+    write_json(args.out / "bound.json", {"command": command, "cost_tables": cost_tables,
+                                         "speedup_vs_target_only": results})
     write_text(args.out / "bound.md", f"Command: `{command}`\n\nTokens/s × target-only, batch 1, replayed on "
                f"each cost table:\n\n{table(results, K)}\n")
 
