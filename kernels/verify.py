@@ -20,7 +20,7 @@ from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa
 from .verify_noise import draw_noise, noise_for
 from .verify_options import fly_options, phi_weight_for, prepare_inputs, unit_scale_of
 from .verify_output import VerifyOutput
-from .verify_params import JudgeInputs, Randomness, RelaxedRules, unpack
+from .verify_params import JudgeInputs, Randomness, RelaxedRules, judge_tensors, unpack
 from .verify_torch import native_verify
 
 __all__ = ["JudgeInputs", "Randomness", "RelaxedRules", "VerifyOutput", "verify", "verify_flat", "draw_noise",
@@ -103,7 +103,7 @@ def verify(
         check_device("draft_probs", draft_probs, device, "target_logits")
     triton = use_triton(backend, device)
     judge, rules, randomness = unpack(judge, rules, randomness)
-    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+    hidden_states, judge_weight = judge_tensors(judge)
     inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
         target_logits, temperature, judge, rules, (B, K), B)
     fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)

@@ -13,7 +13,7 @@ from .checks import check_device, check_shape, check_tensor, use_triton
 from .verify_noise import noise_for
 from .verify_options import PreparedInputs, fly_options, phi_weight_for, prepare_inputs, unit_scale_of
 from .verify_output import VerifyOutput
-from .verify_params import JudgeInputs, Randomness, RelaxedRules, unpack
+from .verify_params import JudgeInputs, Randomness, RelaxedRules, judge_tensors, unpack
 from .verify_torch import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
@@ -134,7 +134,7 @@ def verify_flat(
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
     judge, rules, randomness = unpack(judge, rules, randomness)
-    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+    hidden_states, judge_weight = judge_tensors(judge)
     prep = prepare_inputs(target_logits, temperature, judge, rules, (T,), B)
     fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
     phi_w = phi_weight_for(judge, device)

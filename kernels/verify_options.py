@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 
 from .checks import check_device, check_shape, check_tensor
+from .verify_params import judge_tensors
 
 __all__ = ["PreparedInputs", "fly_options", "phi_weight_for", "prepare_inputs", "unit_scale_of"]
 
@@ -38,7 +39,7 @@ def prepare_inputs(target_logits, temperature, judge, rules, tok_shape, B):
     the number of requests.
     """
     device = target_logits.device
-    hidden_states, judge_weight = (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+    hidden_states, judge_weight = judge_tensors(judge)
     judge_bias, judge_threshold = (judge.bias, judge.threshold) if judge is not None else (0.0, 0.0)
     relaxed_accept, judge_blocked = rules.accept, rules.blocked
     # temperature -> (inv_temperature [B] fp32, greedy [B] bool, all_greedy, any_greedy)

@@ -61,6 +61,11 @@ class Randomness:
     noise: tuple[torch.Tensor, torch.Tensor] | None = None  # ([B, K] uniforms, [B, V] exponentials)
 
 
+def judge_tensors(judge: JudgeInputs | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The judge's hidden states and weights (what the launchers read), or (None, None) without a judge."""
+    return (judge.hidden_states, judge.weight) if judge is not None else (None, None)
+
+
 def unpack(judge, rules, randomness) -> tuple[JudgeInputs | None, RelaxedRules, Randomness]:
     """The three objects checked for their type (a ``ValueError`` naming the argument), defaults
     filled in."""

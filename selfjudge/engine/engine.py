@@ -376,8 +376,9 @@ class SpeculativeEngine:
         if getattr(self.policy, "needs_context", False):  # a measuring policy reads each row's tokens
             extra.update(context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows],
                          num_draft=list(cycle.num_draft))
+        options = self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra)  # judge=, rules=
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature,
-                   randomness=Randomness(generator=run.generator), backend=self.verify_backend, **self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra))
+                   randomness=Randomness(generator=run.generator), backend=self.verify_backend, **options)
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]

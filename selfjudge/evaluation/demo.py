@@ -6,10 +6,9 @@ checker could label it), decodes a handful of its evaluation prompts with target
 standard speculative decoding, SelfJudge at a quality budget (the loosest threshold whose
 validation curve keeps semantic fidelity >= 0.97), the best training-free rule within the
 same budget, and SelfJudge at a looser named threshold (``R`` by default: what the judge buys
-when the budget is given up, at what semantic cost; at a strict budget the judge may accept
-nothing on a handful of prompts) (policies interleaved prompt by prompt, so the ratios survive a
-noisy machine), and
-returns every figure: a row per policy (speed, m, judge-only tokens, semantic similarity and
+when the budget is given up, and at what semantic cost, since at a strict budget the judge may
+accept nothing on a handful of prompts). Policies are interleaved prompt by prompt, so the ratios
+survive a noisy machine. It returns every figure: a row per policy (speed, m, judge-only tokens, semantic similarity and
 ROUGE-L to the target's own output), the completions with the source of each token, and one
 sample completion split into pieces (the judge-only ones flagged) for the command line to
 mark. :func:`plot_demo` draws the PNG.
