@@ -14,7 +14,7 @@ Importing ``selfjudge`` changes no interpreter state and imports neither torch n
 
 import importlib as _importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _OPS = {
     "verify": "selfjudge.kernels.verify",

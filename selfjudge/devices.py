@@ -2,11 +2,14 @@
 
 ``"auto"`` device: the first CUDA GPU when one is visible, else the CPU. ``"auto"``
 dtype: bfloat16 on CUDA (what 8B-70B targets run in), float32 on the CPU (CPU bf16
-matmuls are slow and the CPU tests compare against fp32 references). Errors are
-``ValueError`` naming the argument.
+matmuls are slow without native bf16 instructions and the CPU tests compare against fp32
+references; a pair that is memory-bound on a CPU with bf16 matmuls asks
+:func:`cpu_has_bf16_matmul`). Errors are ``ValueError`` naming the argument.
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -43,3 +46,22 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
     return DTYPES[dtype]
+
+
+#: /proc/cpuinfo flags of native bf16 matrix instructions (x86 AMX and AVX-512 BF16, Arm BF16)
+_BF16_MATMUL_FLAGS = frozenset({"amx_bf16", "avx512_bf16", "bf16"})
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_has_bf16_matmul(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU multiplies bf16 matrices natively (its ``flags``/``Features`` name AMX-BF16,
+    AVX512-BF16 or Arm BF16); False where that cannot be read."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("flags", "Features"):
+                    return bool(_BF16_MATMUL_FLAGS & set(value.split()))
+    except OSError:
+        pass
+    return False

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from selfjudge.engine.adaptive import AdaptiveController
+from selfjudge.engine.adaptive import AdaptiveController, Observation
 from selfjudge.engine.cost_profile import CostProfile
 from selfjudge.models.lookup import first_proposal
 from selfjudge.writes import write_json, write_text
@@ -90,17 +90,15 @@ def replay_seconds(drafter, prompt: list[int], out: list[int], K: int, cost: lis
         controller.start(None, 1)
     i, seconds = 0, 0.0
     while i < len(out):
-        proposal, _, counts = drafter.propose(K, 0.0, None)
-        count, source = min(counts[0], K), drafter.last_sources[0]
+        proposal = drafter.propose(K, 0.0, None)
+        count, source = min(proposal.row_counts()[0], K), proposal.row_sources(drafter.name)[0]
         decision = controller.choose([count], [source]) if controller is not None else None
         k = decision.num_draft[0] if decision is not None else count
-        a = kept(proposal[0, :k].tolist(), out, i)
+        a = kept(proposal.ids[0, :k].tolist(), out, i)
         emitted = out[i: i + a + 1]
         seconds += cost[k]
         if decision is not None:
-            if k:
-                controller.observe(decision, [source], [a])
-            controller.observe_seconds(decision, cost[k])
+            controller.observe(Observation(decision, kept=[a] if k else None, seconds=cost[k]))
         drafter.rollback(torch.tensor([a]), a + 1, torch.tensor([emitted[-1:]]), [emitted])
         i += len(emitted)
     return seconds

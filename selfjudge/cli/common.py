@@ -13,7 +13,7 @@ import math
 import shlex
 from typing import Sequence
 
-from selfjudge.builtin import DEFAULT_PAIR
+from selfjudge.builtin import DEFAULT_PAIR, QWEN_CODER_PAIR
 
 #: exceptions the library raises for a bad argument or path: reported in one line, exit status 2
 USER_ERRORS = (ValueError, OSError)
@@ -71,25 +71,24 @@ def positive_int(text: str) -> int:
 
 
 def parse_threshold(text: str | None) -> str | float | None:
-    """A judge threshold argument: a logit value, or the name of one stored in the verifier
-    file ("F", "R", "q0.90", ...); None stays None (the policy's default)."""
-    if text is None:
-        return None
+    """A judge threshold argument, read by :func:`selfjudge.judge.operating_point.parse_threshold`
+    (a logit value, a quality budget or a stored name; None stays None: the default), so a bad one
+    stops the command before any model loads."""
+    from selfjudge.judge.operating_point import parse_threshold as read
+
     try:
-        value = float(text)
-    except ValueError:
-        return text
-    if math.isnan(value):
-        raise ValueError("--threshold must be a number or a stored name, got nan")
-    return value
+        return read(text)
+    except ValueError as err:
+        raise ValueError(f"--{err}") from None
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, draft: bool = True) -> None:
     """``--target NAME|DIR`` (alias ``--pair``) and, where a draft model can be used, ``--draft DIR``:
     the same names and help on every subcommand (``tests/selfjudge/cli/test_vocabulary.py``)."""
     parser.add_argument("--target", "--pair", dest="target", default=DEFAULT_PAIR, metavar="NAME|DIR",
-                        help=f'the target: "{DEFAULT_PAIR}" (the built-in pair), a local Hugging Face model '
-                             "folder, or a hub id where a hub is reachable (--pair is the same option)")
+                        help=f'the target: a built-in pair ("{DEFAULT_PAIR}", the default, or "{QWEN_CODER_PAIR}"), a '
+                             "local Hugging Face model folder, or a hub id where a hub is reachable (--pair is "
+                             "the same option)")
     if draft:
         parser.add_argument("--draft", default=None, metavar="DIR",
                             help="a draft model folder with the target's tokenizer, for --drafter model (prompt "
@@ -183,4 +182,5 @@ def add_device_arguments(parser: argparse.ArgumentParser, *, dtype: bool = True)
     parser.add_argument("--device", default="auto", help="auto (a CUDA GPU if visible, else cpu), cpu, cuda, cuda:N")
     if dtype:
         parser.add_argument("--dtype", default="auto",
-                            help="auto (bfloat16 on CUDA, float32 on cpu), float32, bfloat16 or float16")
+                            help="auto (bfloat16 on CUDA, and for qwen2.5-coder-1.5b on a CPU with bf16 matmuls; "
+                                 "else float32), float32, bfloat16 or float16")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from selfjudge.cli.common import (DEFAULT_PAIR, add_command, add_device_arguments, add_model_arguments, finite_float,
+from selfjudge.cli.common import (add_command, add_device_arguments, add_model_arguments, finite_float,
                                   positive_int)
 
 
@@ -40,7 +40,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from selfjudge.models.distill import distill, export_draft
-    from selfjudge.models.gguf_convert import ensure_smollm2_target
+    from selfjudge.builtin import BUILTIN_PAIRS
+    from selfjudge.models.pair import builtin_target_dir
 
     try:
         layers = [int(x) for x in args.layers.split(",")]
@@ -55,7 +56,7 @@ def run(args) -> int:
         vocab_ids = load_file(str(ASSET_DRAFT_DIR / "draft.safetensors"))["head_vocab_ids"]
     given = {"text": args.text, "heldout_text": args.heldout_text}
     texts = {k: read_text_file(k, v) for k, v in given.items() if v is not None}
-    target = str(ensure_smollm2_target()) if args.target == DEFAULT_PAIR else args.target
+    target = str(builtin_target_dir(args.target)) if args.target in BUILTIN_PAIRS else args.target
     head_vocab = args.head_vocab if vocab_ids is None else int(vocab_ids.numel())
     distill(target, args.out, layers=layers, head_vocab=head_vocab, seed=args.seed, max_len=args.max_len,
             teacher_bs=args.teacher_bs, train_bs=args.train_bs, steps_per_teacher=args.steps_per_teacher,

@@ -60,30 +60,26 @@ def _add_policy_parameters(p) -> None:
 
 
 def make_cli_policy(args, target):
-    """The policy ``--policy`` and its parameters name (a Policy instance for the engine)."""
-    from selfjudge.engine.policies import FlyPolicy, JudgePolicy, RelaxedTopNPolicy, TypicalPolicy, make_policy
+    """The policy ``--policy`` and its parameters name, built by the engine's factory."""
+    from selfjudge.engine.policies import make_policy
 
     judged = args.policy in ("judge", "judge+fly")
     if judged != (args.verifier is not None):
         raise ValueError("--verifier is required with --policy judge or judge+fly, and used by nothing else")
     if args.top_n_gate is not None and not judged:
         raise ValueError("--top-n-gate applies to --policy judge or judge+fly only")
-    fly = dict(window=args.fly_window, entropy_threshold=args.fly_entropy_threshold, top_k=args.fly_top_k)
-    if args.policy == "typical":
-        return TypicalPolicy(args.typical_epsilon, args.typical_delta)
-    if args.policy == "relaxed":
-        return RelaxedTopNPolicy(args.relaxed_top_n, args.relaxed_delta)
-    if args.policy == "fly":
-        return FlyPolicy(**fly)
+    verifier = None
     if judged:
         from selfjudge.judge import load_verifier
         from selfjudge.models.fingerprint import target_fingerprint
 
         verifier = load_verifier(args.verifier, expect_model=args.target, expect_hidden_size=target.config.hidden_size,
                                  expect_fingerprint=target_fingerprint(args.target))
-        judge = JudgePolicy(verifier, parse_threshold(args.threshold), None, args.top_n_gate)
-        return judge if args.policy == "judge" else FlyPolicy(base=judge, **fly)
-    return make_policy(args.policy, top_k=args.top_k)
+    return make_policy(
+        args.policy, verifier=verifier, threshold=parse_threshold(args.threshold), top_k=args.top_k,
+        top_n_gate=args.top_n_gate, typical=dict(epsilon=args.typical_epsilon, delta=args.typical_delta),
+        relaxed=dict(top_n=args.relaxed_top_n, delta=args.relaxed_delta),
+        fly=dict(window=args.fly_window, entropy_threshold=args.fly_entropy_threshold, top_k=args.fly_top_k))
 
 
 def run(args) -> int:

@@ -35,17 +35,22 @@ the cost. Two guards:
 The table is measured over one context length; a request's own context makes attention, and so
 every step, dearer, a speculative step more than a plain one. So the controller scales the
 table's plain and speculative costs by the running ratio of the seconds the engine measured to
-the seconds the table predicted for the steps it took (:meth:`AdaptiveController.observe_seconds`).
+the seconds the table predicted for the steps it took.
+
+The engine drives it through :meth:`AdaptiveController.start` (a batch begins),
+:meth:`~AdaptiveController.tokens_to_ask` (before drafting), :meth:`~AdaptiveController.plan`
+(what the proposals verify), :meth:`~AdaptiveController.observe` (an :class:`Observation` of what
+the cycle kept and cost) and :meth:`~AdaptiveController.select` (rows left).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from selfjudge.engine.acceptance import AcceptanceEstimates
 from selfjudge.engine.cost_profile import CostProfile, load_or_measure_profile
 
-__all__ = ["AdaptiveController", "Decision"]
+__all__ = ["AdaptiveController", "Decision", "Observation"]
 
 
 @dataclass
@@ -55,6 +60,22 @@ class Decision:
     width: int  # the most drafts a row verifies this cycle (0: a plain decode step)
     num_draft: list[int]  # per row: drafts verified
     expected_kept: list[float]  # per row: expected kept drafts at num_draft
+    sources: list[str] = field(default_factory=list)  # per row: where its proposal came from
+    columns: int | None = None  # draft columns the verify forward computes (> width: filler); None: width
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one cycle measured, for :meth:`AdaptiveController.observe`: the ``decision`` it followed
+    (None: no plan, e.g. fixed K), what the verify op ``kept`` of each row's verified drafts (None:
+    nothing verified), the ``seconds`` of the target's forward and verify (0: not timed), and the
+    ``draft_seconds`` a drafter that runs a model spent on ``asked`` tokens per row."""
+
+    decision: Decision | None = None
+    kept: list[int] | None = None
+    seconds: float = 0.0
+    asked: int = 0
+    draft_seconds: float = 0.0
 
 
 class AdaptiveController:
@@ -133,7 +154,7 @@ class AdaptiveController:
         width = drafts if rows == 1 else 1  # a single row's drafts are its width
         return self._table_seconds(rows, drafts, width) * self.cost_scale["speculative" if drafts else "plain"]
 
-    def observe_seconds(self, decision: Decision, seconds: float) -> None:
+    def _observe_seconds(self, decision: Decision, seconds: float) -> None:
         """The step ``decision`` chose took ``seconds`` (forward and verify): update the running
         ratio of measured to table seconds for its kind (plain or speculative)."""
         rows, drafts = len(decision.num_draft), sum(decision.num_draft)
@@ -152,7 +173,7 @@ class AdaptiveController:
                          enumerate(zip(counts, sources)))
         return tokens / (self._step_seconds(B, width) + draft_seconds)
 
-    def record_draft_seconds(self, seconds: float, tokens: int) -> None:
+    def _observe_draft_seconds(self, seconds: float, tokens: int) -> None:
         """A drafter that runs a model spent ``seconds`` drafting ``tokens`` tokens per row."""
         if tokens > 0:
             per_token = seconds / tokens
@@ -181,7 +202,18 @@ class AdaptiveController:
             self._plain_run = 0
         self._width = chosen
         expected = [self.estimates.expected_kept(b, s, n) for b, (n, s) in enumerate(zip(num_draft, sources))]
-        return Decision(max(num_draft, default=0), num_draft, expected)
+        return Decision(max(num_draft, default=0), num_draft, expected, list(sources))
+
+    def plan(self, counts: list[int], sources: list[str], *, filler: bool = True) -> Decision:
+        """What rows that proposed ``counts`` tokens from ``sources`` verify this cycle, and how many
+        draft columns the verify forward computes (``filler``: a single row may compute cheaper
+        filler columns the verify op never keeps; not when the drafts carry probabilities)."""
+        decision = self.choose(counts, sources)
+        if not decision.sources:
+            decision.sources = list(sources)
+        rows = len(decision.num_draft)
+        decision.columns = self.verify_width(rows, decision.width) if filler else decision.width
+        return decision
 
     def _keep_previous(self, scores: dict[int, float], best: int) -> int:
         if self._width in scores and scores[self._width] * (1 + self.hysteresis) >= scores[best]:
@@ -213,8 +245,16 @@ class AdaptiveController:
             num_draft[b] += 1
         return best, num_draft
 
-    def observe(self, decision: Decision, sources: list[str], kept: list[int]) -> None:
-        """What the verify op kept of each row's ``decision.num_draft`` drafts."""
-        for b, (n, s, a) in enumerate(zip(decision.num_draft, sources, kept)):
-            if n:
-                self.estimates.observe(b, s, n, a)
+    def observe(self, observation: Observation) -> None:
+        """What a cycle kept (the acceptance estimates) and cost (the cost scale, the drafter's cost)."""
+        decision = observation.decision
+        if observation.asked:
+            self._observe_draft_seconds(observation.draft_seconds, observation.asked)
+        if decision is None:
+            return
+        if observation.kept is not None:
+            for b, (n, s, a) in enumerate(zip(decision.num_draft, decision.sources, observation.kept)):
+                if n:
+                    self.estimates.observe(b, s, n, a)
+        if observation.seconds:
+            self._observe_seconds(decision, observation.seconds)

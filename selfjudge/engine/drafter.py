@@ -4,9 +4,10 @@
 
 * :meth:`Drafter.prefill` once with the left-padded prompts (and, for drafters
   with ``needs_target_hidden``, the target's final hidden states of the prompt);
-* :meth:`Drafter.propose` once per cycle: up to ``k`` tokens per row (argmax at
-  temperature 0, else draws whose probabilities the verify op needs to stay
-  lossless; none for a drafter without a distribution) and how many each row has;
+* :meth:`Drafter.propose` once per cycle: a :class:`Proposal` of up to ``k`` tokens per
+  row (argmax at temperature 0, else draws whose probabilities the verify op needs to
+  stay lossless; none for a drafter without a distribution), how many each row has,
+  the forwards it cost and where each row's came from;
 * :meth:`Drafter.rollback` after the verify op: how many drafts each row kept,
   the token the target emitted after them, the host copy of both, and the
   target's hidden states of the positions it just read;
@@ -27,11 +28,41 @@ keeps ``num_accepted + 1``, like the target's cache.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from selfjudge.engine.cache import RaggedCache
 
-__all__ = ["Drafter", "ModelDrafter", "TokenHead", "vocab_size", "frequent_token_ids"]
+__all__ = ["Drafter", "ModelDrafter", "Proposal", "TokenHead", "vocab_size", "frequent_token_ids"]
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One cycle's proposal of a drafter.
+
+    ``ids`` [B, k']: the proposed tokens; ``probs`` [B, k', V]: the distributions they were drawn
+    from (only when sampling from a model's distribution, which the verify op needs to stay
+    lossless), else None; ``counts``: per row, how many of its k' columns are real proposals
+    (host ints; None: all k'); ``forwards``: forwards of the drafter's model it cost (statistics
+    and the adaptive controller's draft cost); ``sources``: per row, where its proposal came from
+    (e.g. prompt lookup's ``"context:3"`` / ``"store"``; None: the drafter's name), which the
+    adaptive controller keeps acceptance estimates for.
+    """
+
+    ids: torch.Tensor
+    probs: torch.Tensor | None = None
+    counts: list[int] | None = None
+    forwards: int = 0
+    sources: list[str] | None = None
+
+    def row_counts(self) -> list[int]:
+        """How many real proposals each row has."""
+        return list(self.counts) if self.counts is not None else [int(self.ids.shape[1])] * int(self.ids.shape[0])
+
+    def row_sources(self, default: str) -> list[str]:
+        """Where each row's proposal came from (``default`` where the drafter does not say)."""
+        return list(self.sources) if self.sources is not None else [default] * int(self.ids.shape[0])
 
 
 def vocab_size(model) -> int:
@@ -56,19 +87,12 @@ class Drafter:
         needs_target_hidden: the engine passes the target's final (post-norm) hidden
             states to :meth:`prefill` and :meth:`rollback` (costs
             ``output_hidden_states`` on the target's forwards).
-        name: shown in statistics and reports.
-        last_forwards: forwards of the drafter's model in the last :meth:`propose`
-            (0 for a drafter without a model), for the statistics.
-        last_sources: where each row's last proposal came from (e.g. prompt lookup's
-            ``"context:3"`` / ``"store"``), or None: every row's is ``name``. The adaptive
-            controller keeps acceptance estimates per source.
+        name: shown in statistics and reports, and a proposal's source when it names none.
     """
 
     vocab_size: int
     needs_target_hidden: bool = False
     name: str = "drafter"
-    last_forwards: int = 0
-    last_sources: list[str] | None = None
 
     def prefill(self, input_ids: torch.Tensor, valid: torch.Tensor, target_hidden: torch.Tensor | None = None) -> int:
         """Start a generation: ``input_ids`` [B, P] left-padded prompts (P >= 2), ``valid`` [B, P];
@@ -76,10 +100,9 @@ class Drafter:
         Returns the number of drafter forwards it ran."""
         raise NotImplementedError
 
-    def propose(self, num_tokens: int, temperature: float, generator):
-        """Up to ``num_tokens`` drafts per row: ``(ids [B, k'], probs [B, k', V] or None, counts)``,
-        k' <= num_tokens; ``counts`` (host ints per row, or None = k' for every row) says how many
-        of a row's k' columns are real proposals. ``probs`` only when sampling from a distribution."""
+    def propose(self, num_tokens: int, temperature: float, generator) -> Proposal:
+        """Up to ``num_tokens`` drafts per row, as a :class:`Proposal` with k' <= ``num_tokens``
+        columns."""
         raise NotImplementedError
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
@@ -187,7 +210,7 @@ class ModelDrafter(Drafter):
         self._next, self._next_valid = input_ids[:, P - 2 :], valid[:, P - 2 :]
         return forwards
 
-    def propose(self, num_tokens: int, temperature: float, generator):
+    def propose(self, num_tokens: int, temperature: float, generator) -> Proposal:
         """``num_tokens`` draft tokens per row, one forward each."""
         tokens, probs = [], []
         x, x_valid = self._next, self._next_valid
@@ -202,8 +225,7 @@ class ModelDrafter(Drafter):
                 probs.append(p)
             x, x_valid = token[:, None], None
         self._proposed = torch.stack(tokens, 1)  # [B, k]
-        self.last_forwards = num_tokens
-        return self._proposed, (torch.stack(probs, 1) if probs else None), None
+        return Proposal(self._proposed, torch.stack(probs, 1) if probs else None, forwards=num_tokens)
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
                  emitted_host: list[list[int]] | None = None, target_hidden: torch.Tensor | None = None) -> None:

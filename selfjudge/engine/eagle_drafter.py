@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine.cache import RaggedCache
-from selfjudge.engine.drafter import Drafter, TokenHead
+from selfjudge.engine.drafter import Drafter, Proposal, TokenHead
 
 __all__ = ["EagleDrafter"]
 
@@ -72,7 +72,7 @@ class EagleDrafter(Drafter):
         self._speculative = 0
         return 0
 
-    def propose(self, num_tokens: int, temperature: float, generator):
+    def propose(self, num_tokens: int, temperature: float, generator) -> Proposal:
         tokens, features, entry_valid, last = self._pending
         B = tokens.shape[0]
         out = self._cache.feed(tokens, entry_valid, features=features)
@@ -88,13 +88,12 @@ class EagleDrafter(Drafter):
                 out = self._cache.feed(token[:, None], None, features=predicted[:, None])
                 predicted = out.last_hidden_state[:, -1]
         self._speculative = max(num_tokens - 1, 0)
-        self.last_forwards = num_tokens
         ids = torch.stack(drafts, 1)  # [B, k]
         self._last_proposal = ids
         counts = None  # a row without a target state yet (one-token prompt) proposes nothing this cycle
         if self._stateless is not None:
             counts = [0 if none else num_tokens for none in self._stateless]
-        return ids, (torch.stack(probs, 1) if probs else None), counts
+        return Proposal(ids, torch.stack(probs, 1) if probs else None, counts, forwards=num_tokens)
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
                  emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from selfjudge.engine.adaptive import AdaptiveController
+from selfjudge.engine.adaptive import AdaptiveController, Observation
 from selfjudge.engine.cache import RaggedCache
-from selfjudge.engine.drafter import choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
+from selfjudge.engine.drafter import Proposal, choose, frequent_token_ids, vocab_size  # noqa: F401 (frequent_token_ids: re-export)
 from selfjudge.engine.drafter_factory import as_drafter
 from selfjudge.engine.inputs import append_tokens, check_context, encode_prompts, stop_strings
-from selfjudge.engine.policies import Policy, make_policy
+from selfjudge.engine.policies import CycleInputs, Policy, make_policy
 from selfjudge.engine.state import Batch, Cycle, Run
 from selfjudge.engine.stats import GenerationStats
 from selfjudge.models.generation import eos_token_ids
@@ -159,7 +159,6 @@ class SpeculativeEngine:
         self.drafter = as_drafter(draft, self.device, draft_vocab, target) if draft is not None else None
         if self.drafter is not None and self.drafter.vocab_size != vocab_size(target):
             raise ValueError(f"draft vocabulary ({self.drafter.vocab_size}) must equal the target's ({vocab_size(target)})")
-        self.draft = draft
         self.tokenizer = tokenizer
         self.K = self.adaptive.max_draft_tokens if self.adaptive else int(num_draft_tokens or max_draft_tokens)
         self.verify_backend = verify_backend
@@ -287,29 +286,31 @@ class SpeculativeEngine:
         if max(num_draft) == 0:  # every row needs exactly one more token: they all finish now
             return self._target_step(batch, run)
         cycle = Cycle(num_draft)
-        draft_ids, draft_probs = self._propose(batch, cycle, run)
+        proposal = self._propose(batch, cycle, run)
+        draft_ids, draft_probs = proposal.ids, proposal.probs
         if self.adaptive is not None and draft_ids.shape[1]:
-            draft_ids, draft_probs = self._adapt(cycle, draft_ids, draft_probs)
-        if draft_ids.shape[1] == 0 or max(cycle.num_draft) == 0:  # no proposal, or none worth its cost
-            cycle = self._target_step(batch, run, cycle)
-        else:
+            draft_ids, draft_probs = self._adapt(cycle, proposal)
+        verified = draft_ids.shape[1] > 0 and max(cycle.num_draft) > 0  # else no proposal, or none worth its cost
+        if verified:
             logits, hidden = self._score(batch, cycle, draft_ids)
             self._accept_and_roll_back(batch, cycle, run, draft_ids, draft_probs, logits, hidden)
-            if cycle.decision is not None:
-                self.adaptive.observe(cycle.decision, cycle.draft_sources, [len(e) - 1 for e in cycle.emitted])
-        if cycle.decision is not None:  # what the chosen step cost here, against the controller's table
-            self.adaptive.observe_seconds(cycle.decision, cycle.seconds["target"] + cycle.seconds.get("verify", 0.0))
+        else:
+            cycle = self._target_step(batch, run, cycle)
+        if self.adaptive is not None:  # what was kept and what the step cost, against the controller's table
+            self.adaptive.observe(Observation(
+                cycle.decision, kept=[len(e) - 1 for e in cycle.emitted] if verified else None,
+                seconds=cycle.seconds["target"] + cycle.seconds.get("verify", 0.0) if cycle.decision else 0.0,
+                asked=cycle.asked if cycle.draft_forwards else 0, draft_seconds=cycle.seconds["draft"]))
         return cycle
 
-    def _adapt(self, cycle: Cycle, draft_ids: torch.Tensor, draft_probs: torch.Tensor | None):
-        """The controller's width for this cycle: the proposals cut to it (``draft_ids`` [B, k'],
-        ``draft_probs`` [B, k', V] or None); width 0 leaves no columns (a plain step follows)."""
-        sources = self.drafter.last_sources or [self.drafter.name] * len(cycle.num_draft)
-        decision = self.adaptive.choose(cycle.num_draft, sources)
-        cycle.num_draft, cycle.decision, cycle.draft_sources = decision.num_draft, decision, sources
-        width = decision.width
-        draft_ids, draft_probs = draft_ids[:, :width], (draft_probs[:, :width] if draft_probs is not None else None)
-        wide = self.adaptive.verify_width(len(cycle.num_draft), width) if draft_probs is None else width
+    def _adapt(self, cycle: Cycle, proposal: Proposal):
+        """The controller's width for this cycle: the proposal's ids [B, k'] and probs [B, k', V]
+        (or None) cut to it; width 0 leaves no columns (a plain step follows)."""
+        decision = self.adaptive.plan(cycle.num_draft, proposal.row_sources(self.drafter.name),
+                                      filler=proposal.probs is None)
+        cycle.num_draft, cycle.decision = decision.num_draft, decision
+        width, wide, draft_probs = decision.width, decision.columns, proposal.probs
+        draft_ids, draft_probs = proposal.ids[:, :width], (draft_probs[:, :width] if draft_probs is not None else None)
         if wide > width:  # a cheaper forward: filler columns the verify op never keeps (num_draft stays)
             draft_ids = torch.cat([draft_ids, draft_ids[:, -1:].expand(-1, wide - width)], 1)  # [1, wide]
         return draft_ids, draft_probs
@@ -333,18 +334,16 @@ class SpeculativeEngine:
                                   target_hidden=out.hidden_states[-1] if needs_hidden else None)
         return cycle
 
-    def _propose(self, batch: Batch, cycle: Cycle, run: Run):
+    def _propose(self, batch: Batch, cycle: Cycle, run: Run) -> Proposal:
         """Step 2: the drafter proposes up to k = max(num_draft) tokens per row (the drafter seam)."""
         ask = cycle.k
         if self.adaptive is not None:  # a drafter whose drafting costs forwards is asked for what pays
             ask = self.adaptive.tokens_to_ask(len(batch.rows), ask, self.drafter.name)
-        draft_ids, draft_probs, counts = self.drafter.propose(ask, run.temperature, run.generator)  # [B, k']
-        cycle.num_draft = [min(n, ask, c) for n, c in zip(cycle.num_draft, counts or [ask] * len(cycle.num_draft))]
-        cycle.draft_forwards = self.drafter.last_forwards
+        proposal = self.drafter.propose(ask, run.temperature, run.generator)  # ids [B, k']
+        cycle.num_draft = [min(n, ask, c) for n, c in zip(cycle.num_draft, proposal.row_counts())]
+        cycle.draft_forwards, cycle.asked = proposal.forwards, ask
         cycle.seconds["draft"] = batch.timer.lap()
-        if self.adaptive is not None and cycle.draft_forwards:
-            self.adaptive.record_draft_seconds(cycle.seconds["draft"], ask)
-        return draft_ids, draft_probs
+        return proposal
 
     def _score(self, batch: Batch, cycle: Cycle, draft_ids: torch.Tensor):
         """Step 3: one target forward over [last token, d_1..d_k']: logits [B, k'+1, V] and, when the
@@ -371,14 +370,10 @@ class SpeculativeEngine:
         num = None
         if min(cycle.num_draft) < k:
             num = torch.tensor(cycle.num_draft, dtype=torch.long, device=self.device)
-        judge_hidden = hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None  # [B, k', H]
-        extra = {"temperature": run.temperature}
-        if getattr(self.policy, "needs_context", False):  # a measuring policy reads each row's tokens
-            extra.update(context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows],
-                         num_draft=list(cycle.num_draft))
-        options = self.policy.verify_kwargs(logits, draft_ids, judge_hidden, **extra)  # judge=, rules=
+        relaxation = self.policy.relax(self._cycle_inputs(batch, cycle, run, draft_ids, logits, hidden))
         v = verify(draft_ids, num, logits, draft_probs, temperature=run.temperature,
-                   randomness=Randomness(generator=run.generator), backend=self.verify_backend, **options)
+                   randomness=Randomness(generator=run.generator), backend=self.verify_backend,
+                   judge=relaxation.judge, rules=relaxation.rules)
         host = torch.cat([v.output_token_ids, v.num_accepted[:, None], v.align_accepted.long()], 1).tolist()
         cycle.seconds["verify"] = batch.timer.lap()
         accepted = [h[k + 1] for h in host]
@@ -393,6 +388,17 @@ class SpeculativeEngine:
         self.drafter.rollback(v.num_accepted, keep_max, emitted, cycle.emitted,
                               target_hidden=hidden[:, :real] if self.drafter.needs_target_hidden else None)
         batch.target_next = emitted
+
+    def _cycle_inputs(self, batch, cycle, run, draft_ids, logits, hidden) -> CycleInputs:
+        """What the policy reads this cycle: what every policy reads, and what it declares it needs
+        (the judge's hidden states [B, k', H]; a measuring policy's row tokens)."""
+        needs_context = self.policy.needs_context
+        return CycleInputs(
+            logits, draft_ids,
+            hidden_states=hidden[:, 1:] if hidden is not None and self.policy.needs_hidden else None,
+            temperature=run.temperature,
+            context=[batch.prompts[r] + batch.outputs[r] for r in batch.rows] if needs_context else None,
+            num_draft=list(cycle.num_draft) if needs_context else None)
 
     def _retire(self, batch: Batch, cycle: Cycle, run: Run) -> None:
         """Step 5: record the cycle, append the emitted tokens, drop the rows that finished."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from selfjudge.engine.policies import Policy
+from selfjudge.engine.policies import CycleInputs, Policy, Relaxation
 from selfjudge.kernels.verify_params import RelaxedRules
 
 
@@ -48,22 +48,22 @@ class LabelOraclePolicy(Policy):
         self.evaluated = 0  # mismatches labelled so far
         self.accepted = 0
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0, context=None,
-                      num_draft=None):
+    def relax(self, cycle: CycleInputs) -> Relaxation:
         """``rules.accept`` [B, K]: the walk each row's greedy verify makes, with every mismatch
-        it reaches labelled (``context``: each row's tokens before the drafts; ``num_draft``: its
-        drafts this cycle)."""
-        if temperature > 0:
+        it reaches labelled (``cycle.context``: each row's tokens before the drafts;
+        ``cycle.num_draft``: its drafts this cycle)."""
+        if cycle.temperature > 0:
             raise ValueError("the label oracle is defined for greedy decoding (temperature 0)")
-        if context is None:
+        if cycle.context is None:
             raise ValueError("context: the label oracle needs each row's tokens (the engine passes them)")
+        draft_token_ids = cycle.draft_token_ids
         B, K = draft_token_ids.shape
-        top = target_logits[:, :K].argmax(-1).tolist()  # [B, K]
+        top = cycle.target_logits[:, :K].argmax(-1).tolist()  # [B, K]
         drafts = draft_token_ids.tolist()
-        counts = num_draft if num_draft is not None else [K] * B
+        counts = cycle.num_draft if cycle.num_draft is not None else [K] * B
         relaxed = torch.zeros(B, K, dtype=torch.bool, device=draft_token_ids.device)
         for b in range(B):
-            ctx = list(context[b])
+            ctx = list(cycle.context[b])
             for i in range(counts[b]):
                 z, o = drafts[b][i], top[b][i]
                 if z != o:
@@ -71,7 +71,7 @@ class LabelOraclePolicy(Policy):
                         break
                     relaxed[b, i] = True
                 ctx.append(z)
-        return {"rules": RelaxedRules(accept=relaxed)}
+        return Relaxation(rules=RelaxedRules(accept=relaxed))
 
     @torch.no_grad()
     def acceptable(self, context: list[int], original: int, draft: int) -> bool:

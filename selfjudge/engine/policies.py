@@ -1,23 +1,27 @@
 """Acceptance policies: what the verify op is told besides the lossless rule.
 
 Every policy is one small class behind :class:`Policy`. The engine calls
-:meth:`Policy.verify_kwargs` once per cycle with the target's logits, the draft
-tokens and (when :attr:`Policy.needs_hidden`) the target's final hidden states,
-and passes the returned keyword arguments to :func:`selfjudge.verify`. A policy
-never changes the alignment rule, only what is OR-ed onto it, so with nothing
-OR-ed on the output is exactly standard speculative decoding.
+:meth:`Policy.relax` once per cycle with a :class:`CycleInputs` (the target's logits,
+the draft tokens and what the policy declares it needs: the target's final hidden
+states when :attr:`Policy.needs_hidden`, each row's tokens when :attr:`Policy.needs_context`)
+and passes the returned :class:`Relaxation` (a judge and/or relaxed rules) to
+:func:`selfjudge.verify`. A policy never changes the alignment rule, only what is OR-ed
+onto it, so with nothing OR-ed on the output is exactly standard speculative decoding.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
+from selfjudge.judge.operating_point import JudgeWeights
 from selfjudge.kernels.verify_params import JudgeInputs, RelaxedRules
 
 __all__ = [
+    "CycleInputs",
+    "Relaxation",
     "Policy",
     "AutoregressivePolicy",
     "StandardPolicy",
@@ -31,25 +35,46 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class CycleInputs:
+    """What a policy reads in one cycle.
+
+    ``target_logits`` [B, K+1, V]; ``draft_token_ids`` [B, K] int64; ``hidden_states`` [B, K, H]:
+    the target's final-norm states after each draft token (given when the policy ``needs_hidden``);
+    ``temperature``: the run's (rules on the target's probabilities read them at this temperature,
+    1 when greedy); ``context``: each row's tokens before the drafts and ``num_draft``: each row's
+    real drafts this cycle (given when the policy ``needs_context``)."""
+
+    target_logits: torch.Tensor
+    draft_token_ids: torch.Tensor
+    hidden_states: torch.Tensor | None = None
+    temperature: float = 0.0
+    context: list[list[int]] | None = None
+    num_draft: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Relaxation:
+    """What a policy OR-s onto the lossless rule this cycle: a judge
+    (:class:`~selfjudge.kernels.verify_params.JudgeInputs`) and/or relaxed rules
+    (:class:`~selfjudge.kernels.verify_params.RelaxedRules`); neither = standard decoding."""
+
+    judge: JudgeInputs | None = None
+    rules: RelaxedRules | None = None
+
+
 class Policy:
-    """Base class. ``uses_draft`` False = target-only decoding (no verify call)."""
+    """Base class. ``uses_draft`` False = target-only decoding (no verify call); ``needs_hidden``
+    and ``needs_context`` declare what :meth:`relax` reads from its :class:`CycleInputs`."""
 
     name: str = "policy"
     uses_draft: bool = True
     needs_hidden: bool = False
+    needs_context: bool = False
 
-    def verify_kwargs(
-        self,
-        target_logits: torch.Tensor,  # [B, K+1, V]
-        draft_token_ids: torch.Tensor,  # [B, K] int64
-        hidden_states: torch.Tensor | None,  # [B, K, H] or None
-        temperature: float = 0.0,
-    ) -> dict:
-        """Extra keyword arguments for :func:`selfjudge.verify` this cycle: ``judge`` (a
-        :class:`~selfjudge.kernels.verify_params.JudgeInputs`) and/or ``rules`` (a
-        :class:`~selfjudge.kernels.verify_params.RelaxedRules`). ``temperature``: the run's; rules on
-        the target's probabilities read them at this temperature, 1 when greedy."""
-        return {}
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        """What this policy OR-s onto the lossless rule this cycle (nothing: standard decoding)."""
+        return Relaxation()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -83,12 +108,13 @@ class TopKPolicy(Policy):
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = int(k)
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        draft_token_ids = cycle.draft_token_ids
         K = draft_token_ids.shape[1]
-        k = min(self.k, target_logits.shape[-1])
-        top = torch.topk(target_logits[:, :K], k, dim=-1).indices  # [B, K, k]
+        k = min(self.k, cycle.target_logits.shape[-1])
+        top = torch.topk(cycle.target_logits[:, :K], k, dim=-1).indices  # [B, K, k]
         relaxed = (top == draft_token_ids[:, :, None]).any(-1)  # [B, K]
-        return {"rules": RelaxedRules(accept=relaxed)}
+        return Relaxation(rules=RelaxedRules(accept=relaxed))
 
     def __repr__(self) -> str:
         return f"TopKPolicy(k={self.k})"
@@ -104,9 +130,12 @@ class JudgePolicy(Policy):
     SelfJudge's and (negated importance) AutoJudge's verifier.
 
     Args:
-        verifier: a :class:`selfjudge.judge.Verifier` or a ``(weight [H], bias)`` pair.
-        threshold: a threshold name of the verifier file ("F", "R", ...) or a
-            logit value; None = the verifier's "F" threshold if it has one, else 0.
+        verifier: a :class:`selfjudge.judge.Verifier` (taken at ``threshold``), a
+            :class:`~selfjudge.judge.operating_point.JudgeWeights` (already at its operating
+            point: ``threshold`` must be None) or a ``(weight [H], bias)`` pair.
+        threshold: what :func:`~selfjudge.judge.operating_point.resolve_threshold` reads: a stored
+            name ("F", "R", ...), a quality budget ("quality:0.97"), a logit, or None (the default:
+            the budget 0.97 where the verifier has a validation curve, else its "F", else 0).
     """
 
     name = "judge"
@@ -124,54 +153,32 @@ class JudgePolicy(Policy):
         self.top_n_gate = top_n_gate
         self._protected = None  # [V] bool, built on the first cycle's device and vocabulary
         self._protected_ids = None if protected_token_ids is None else sorted({int(t) for t in protected_token_ids})
-        if isinstance(verifier, (tuple, list)):
-            if len(verifier) != 2:
-                raise ValueError("verifier must be a Verifier or a (weight, bias) pair")
-            weight, bias = verifier
-            phi_weight = feature_dtype = None
-            thresholds: dict = {}
-            lookup = None
-        elif hasattr(verifier, "weight") and hasattr(verifier, "bias"):
-            weight, bias = verifier.weight, verifier.bias
-            phi_weight = getattr(verifier, "phi_weight", None)
-            feature_dtype = (getattr(verifier, "metadata", None) or {}).get("feature_dtype")
-            thresholds = dict(getattr(verifier, "thresholds", {}) or {})
-            lookup = getattr(verifier, "threshold", None)
-        else:
-            raise ValueError(f"verifier must be a Verifier or a (weight, bias) pair, got {type(verifier).__name__}")
-        weight = torch.as_tensor(weight, dtype=torch.float32)
-        if weight.ndim != 1:
-            raise ValueError(f"verifier weight must be 1-D [H], got shape {tuple(weight.shape)}")
-        self.weight = weight  # [H]
-        self.phi_weight = None if phi_weight is None else torch.as_tensor(phi_weight, dtype=torch.float32)  # [F]
-        self.feature_dtype = feature_dtype  # the dtype the verifier's training features were computed in
-        self.bias = float(bias)
-        if threshold is None:
-            threshold = "F" if "F" in thresholds else 0.0
-        if isinstance(threshold, str):
-            if lookup is None:
-                raise ValueError(f"threshold {threshold!r} is a name but the verifier has no named thresholds")
-            self.threshold = float(lookup(threshold))
-        else:
-            self.threshold = float(threshold)
+        self.judge = judge_weights(verifier, threshold)
+        self._warn_dtype = self.judge.feature_dtype is not None
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
+    @property
+    def threshold(self) -> float:
+        return self.judge.threshold
+
+    @property
+    def weight(self) -> torch.Tensor:  # [H]
+        return self.judge.weight
+
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        target_logits, draft_token_ids, hidden_states = cycle.target_logits, cycle.draft_token_ids, cycle.hidden_states
         if hidden_states is None:
             raise ValueError("JudgePolicy needs hidden_states")
-        if self.weight.shape[0] != hidden_states.shape[-1]:
-            raise ValueError(
-                f"verifier hidden size {self.weight.shape[0]} != target hidden size {hidden_states.shape[-1]}"
-            )
-        if self.feature_dtype is not None and str(hidden_states.dtype).replace("torch.", "") != self.feature_dtype:
-            warnings.warn(f"verifier: trained on features computed in {self.feature_dtype}, used on "
+        w = self.judge
+        if w.hidden_size != hidden_states.shape[-1]:
+            raise ValueError(f"verifier hidden size {w.hidden_size} != target hidden size {hidden_states.shape[-1]}")
+        if self._warn_dtype and str(hidden_states.dtype).replace("torch.", "") != w.feature_dtype:
+            warnings.warn(f"verifier: trained on features computed in {w.feature_dtype}, used on "
                           f"{hidden_states.dtype} hidden states; its thresholds may be off (relabel in this dtype)",
                           stacklevel=2)
-            self.feature_dtype = None  # once per policy
-        if self.weight.device != hidden_states.device:
-            self.weight = self.weight.to(hidden_states.device)
-            if self.phi_weight is not None:
-                self.phi_weight = self.phi_weight.to(hidden_states.device)
-        kwargs = {"judge": JudgeInputs(hidden_states, self.weight, self.bias, self.phi_weight, self.threshold)}
+            self._warn_dtype = False  # once per policy
+        if w.weight.device != hidden_states.device:
+            w = self.judge = w.to(hidden_states.device)
+        judge = JudgeInputs(hidden_states, w.weight, w.bias, w.phi_weight, w.threshold)
         blocked = []  # [B, K] bool masks where the judge may not accept
         if self.top_n_gate is not None:
             K = draft_token_ids.shape[1]
@@ -186,15 +193,31 @@ class JudgePolicy(Policy):
             K = draft_token_ids.shape[1]
             greedy = target_logits[:, :K].argmax(-1)  # [B, K]
             blocked.append(mask[draft_token_ids.clamp(0, V - 1)] | mask[greedy])
-        if blocked:
-            kwargs["rules"] = RelaxedRules(blocked=blocked[0] if len(blocked) == 1 else blocked[0] | blocked[1])
-        return kwargs
+        if not blocked:
+            return Relaxation(judge=judge)
+        return Relaxation(judge, RelaxedRules(blocked=blocked[0] if len(blocked) == 1 else blocked[0] | blocked[1]))
 
     def __repr__(self) -> str:
         protected = "" if self._protected_ids is None else f", protected={len(self._protected_ids)} ids"
-        phi = "" if self.phi_weight is None else f", phi={self.phi_weight.shape[0]}"
+        phi = "" if self.judge.phi_weight is None else f", phi={self.judge.phi_weight.shape[0]}"
         gate = "" if self.top_n_gate is None else f", top_n_gate={self.top_n_gate}"
-        return f"JudgePolicy(H={self.weight.shape[0]}{phi}{gate}, threshold={self.threshold:g}{protected})"
+        return f"JudgePolicy(H={self.judge.hidden_size}{phi}{gate}, threshold={self.threshold:g}{protected})"
+
+
+def judge_weights(verifier, threshold: str | float | None = None) -> JudgeWeights:
+    """The judge a :class:`JudgePolicy` applies: a Verifier at ``threshold``, a JudgeWeights as it is,
+    or a ``(weight, bias)`` pair at a numeric ``threshold`` (None: 0)."""
+    from selfjudge.judge.verifier import Verifier
+
+    if isinstance(verifier, JudgeWeights):
+        if threshold is not None:
+            raise ValueError("threshold: a JudgeWeights is already at its operating point; pass threshold=None")
+        return verifier
+    if isinstance(verifier, Verifier):
+        return verifier.at(threshold)
+    if isinstance(verifier, (tuple, list)) and len(verifier) == 2:
+        return JudgeWeights.from_pair(*verifier, threshold)
+    raise ValueError(f"verifier must be a Verifier, a JudgeWeights or a (weight, bias) pair, got {type(verifier).__name__}")
 
 
 def _top_n(scores, draft_token_ids, n: int):  # [B, K, V], [B, K] -> (topk, [B, K] bool)
@@ -230,11 +253,11 @@ class TypicalPolicy(Policy):
                 raise ValueError(f"{arg} must be finite and >= 0, got {value}")
         self.epsilon, self.delta = float(epsilon), float(delta)
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
-        p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        p = _probs(cycle.target_logits, cycle.draft_token_ids.shape[1], cycle.temperature)  # [B, K, V]
         entropy = -torch.where(p > 0, p * p.clamp_min(1e-45).log(), 0.0).sum(-1)  # [B, K]
         bar = torch.minimum(torch.full_like(entropy, self.epsilon), self.delta * torch.exp(-entropy))
-        return {"rules": RelaxedRules(accept=_draft_prob(p, draft_token_ids) > bar)}
+        return Relaxation(rules=RelaxedRules(accept=_draft_prob(p, cycle.draft_token_ids) > bar))
 
     def __repr__(self) -> str:
         return f"TypicalPolicy(epsilon={self.epsilon:g}, delta={self.delta:g})"
@@ -253,11 +276,11 @@ class RelaxedTopNPolicy(Policy):
             raise ValueError(f"delta must lie in [0, 1], got {delta}")
         self.top_n, self.delta = int(top_n), float(delta)
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
-        p = _probs(target_logits, draft_token_ids.shape[1], temperature)  # [B, K, V]
-        top, in_top = _top_n(p, draft_token_ids, self.top_n)
-        close = _draft_prob(p, draft_token_ids) >= top.values[..., 0] - self.delta
-        return {"rules": RelaxedRules(accept=in_top & close)}
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        p = _probs(cycle.target_logits, cycle.draft_token_ids.shape[1], cycle.temperature)  # [B, K, V]
+        top, in_top = _top_n(p, cycle.draft_token_ids, self.top_n)
+        close = _draft_prob(p, cycle.draft_token_ids) >= top.values[..., 0] - self.delta
+        return Relaxation(rules=RelaxedRules(accept=in_top & close))
 
     def __repr__(self) -> str:
         return f"RelaxedTopNPolicy(top_n={self.top_n}, delta={self.delta:g})"
@@ -275,17 +298,17 @@ class FlyPolicy(Policy):
         self.window, self.entropy_threshold, self.top_k = int(window), float(entropy_threshold), int(top_k)
         self.base = base
         self.needs_hidden = bool(base is not None and base.needs_hidden)
+        self.needs_context = bool(base is not None and base.needs_context)
         if base is not None:
             self.name = f"{base.name}+fly"
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
-        kwargs = {} if self.base is None else self.base.verify_kwargs(target_logits, draft_token_ids, hidden_states,
-                                                                     temperature=temperature)
-        K = draft_token_ids.shape[1]
-        if self.window < K:  # a cycle with fewer drafts than window + 1 cannot defer anything
-            kwargs["rules"] = replace(kwargs.get("rules", RelaxedRules()), fly_window=self.window,
-                                      fly_entropy_threshold=self.entropy_threshold, fly_entropy_top_k=self.top_k)
-        return kwargs
+    def relax(self, cycle: CycleInputs) -> Relaxation:
+        base = Relaxation() if self.base is None else self.base.relax(cycle)
+        if self.window >= cycle.draft_token_ids.shape[1]:  # fewer drafts than window + 1: nothing to defer
+            return base
+        rules = replace(base.rules or RelaxedRules(), fly_window=self.window,
+                        fly_entropy_threshold=self.entropy_threshold, fly_entropy_top_k=self.top_k)
+        return replace(base, rules=rules)
 
     def __repr__(self) -> str:
         base = "" if self.base is None else f", base={self.base!r}"
@@ -303,8 +326,12 @@ POLICY_NAMES = ("autoregressive", "standard", "topk", "judge", "typical", "relax
 
 
 def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protected_token_ids=None,
-                top_n_gate: int | None = None) -> Policy:
-    """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is)."""
+                top_n_gate: int | None = None, typical: dict | None = None, relaxed: dict | None = None,
+                fly: dict | None = None) -> Policy:
+    """A :class:`Policy` from a name (see ``POLICY_NAMES``) or an instance (returned as is): the one
+    factory the engine, the command line and the bench build policies with. ``typical``,
+    ``relaxed`` and ``fly``: keyword arguments of :class:`TypicalPolicy`, :class:`RelaxedTopNPolicy`
+    and :class:`FlyPolicy` (None: their published defaults)."""
     for name, value in (("protected_token_ids", protected_token_ids), ("top_n_gate", top_n_gate)):
         if value is not None and policy not in ("judge", "judge+fly"):
             raise ValueError(f"{name} applies to policy=\"judge\" only (a Policy instance carries its own)")
@@ -320,11 +347,11 @@ def make_policy(policy, *, verifier=None, threshold=None, top_k: int = 2, protec
         if verifier is None:
             raise ValueError(f"policy={policy!r} needs verifier= (a Verifier or a (weight, bias) pair)")
         judge = JudgePolicy(verifier, threshold, protected_token_ids, top_n_gate)
-        return judge if policy == "judge" else FlyPolicy(base=judge)
+        return judge if policy == "judge" else FlyPolicy(base=judge, **(fly or {}))
     if policy == "typical":
-        return TypicalPolicy()
+        return TypicalPolicy(**(typical or {}))
     if policy == "relaxed":
-        return RelaxedTopNPolicy()
+        return RelaxedTopNPolicy(**(relaxed or {}))
     if policy == "fly":
-        return FlyPolicy()
+        return FlyPolicy(**(fly or {}))
     raise ValueError(f"policy must be one of {POLICY_NAMES} or a Policy, got {policy!r}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from selfjudge.engine.drafter import Drafter
+from selfjudge.engine.drafter import Drafter, Proposal
 from selfjudge.models.lookup import first_proposal, lookup_match, teacher_forced_first_tokens
 
 __all__ = ["PromptLookupDrafter", "lookup", "lookup_match"]
@@ -89,17 +89,16 @@ class PromptLookupDrafter(Drafter):
             return True
         return self._store_kept[row] >= self.store_min_accepted * tries
 
-    def propose(self, num_tokens: int, temperature: float, generator):
+    def propose(self, num_tokens: int, temperature: float, generator) -> Proposal:
         proposals = [first_proposal(self, h, num_tokens, self.store_open(b)) for b, h in enumerate(self._history)]
         found = [f for f, _ in proposals]
-        self.last_sources = [source for _, source in proposals]
-        self._asked_store = [source == "store" for source in self.last_sources]
+        sources = [source for _, source in proposals]
+        self._asked_store = [source == "store" for source in sources]
         width = max((len(f) for f in found), default=0)
         ids = torch.zeros(len(found), width, dtype=torch.long)  # [B, k'] padded with 0 past each row's count
         for b, f in enumerate(found):
             ids[b, : len(f)] = torch.tensor(f, dtype=torch.long)
-        self.last_forwards = 0
-        return ids.to(self._device), None, [len(f) for f in found]
+        return Proposal(ids.to(self._device), None, [len(f) for f in found], forwards=0, sources=sources)
 
     def rollback(self, num_accepted: torch.Tensor, keep_max: int, emitted: torch.Tensor,
                  emitted_host: list[list[int]], target_hidden: torch.Tensor | None = None) -> None:

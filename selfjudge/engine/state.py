@@ -61,7 +61,7 @@ class Cycle:
     draft_forwards: int = 0
     seconds: dict = field(default_factory=dict)  # draft / target / verify wall seconds
     decision: Any = None  # the adaptive controller's Decision (None: fixed K or a plain step)
-    draft_sources: list[str] = field(default_factory=list)  # where each row's proposal came from
+    asked: int = 0  # tokens per row asked of the drafter
 
     @property
     def k(self) -> int:

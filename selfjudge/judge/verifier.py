@@ -29,7 +29,8 @@ import torch
 from selfjudge.builtin import DEFAULT_PAIR
 from selfjudge.json_io import parse_json
 
-from .budget import check_validation_record, judge_threshold_at_budget, parse_budget
+from .budget import check_validation_record
+from .operating_point import JudgeWeights, resolve_threshold
 
 FORMAT = "selfjudge-verifier/2"
 FORMATS = ("selfjudge-verifier/1", FORMAT)  # readable
@@ -78,31 +79,18 @@ class Verifier:
     def hidden_size(self) -> int:
         return int(self.weight.shape[0])
 
-    def threshold(self, name_or_value: str | float | int) -> float:
-        """Operating threshold in logit space, by name (``"F"``, ``"R"``, ``"q0.30"``), by quality
-        budget (``"quality:0.97"``: the loosest point of the verifier's validation curve that keeps
-        semantic fidelity >= 0.97, :mod:`selfjudge.judge.budget`; +inf when none does) or value.
+    def threshold(self, name_or_value: str | float | int | None) -> float:
+        """Operating threshold in logit space: a stored name (``"F"``, ``"R"``, ``"q0.30"``), a quality
+        budget (``"quality:0.97"``), a number, or None (the default); resolved by
+        :func:`selfjudge.judge.operating_point.resolve_threshold`, the one place that reads them."""
+        return resolve_threshold(name_or_value, self.thresholds, self.metadata)
 
-        A number (or a string that parses as one and is not a stored name) is
-        returned as is, so callers may pass either.
-        """
-        if isinstance(name_or_value, bool):
-            raise ValueError(f"threshold name_or_value must be a name or a number, got {name_or_value!r}")
-        if isinstance(name_or_value, (int, float)):
-            return float(name_or_value)
-        if isinstance(name_or_value, str):
-            if name_or_value in self.thresholds:
-                return self.thresholds[name_or_value]
-            budget = parse_budget(name_or_value)
-            if budget is not None:
-                return judge_threshold_at_budget(self.metadata, budget)
-            try:
-                return float(name_or_value)
-            except ValueError:
-                pass
-        raise ValueError(
-            f"unknown threshold name_or_value {name_or_value!r}; stored names: {sorted(self.thresholds)}"
-        )
+    def at(self, threshold: str | float | int | None = None, *, source: str | None = None) -> JudgeWeights:
+        """This verifier's weights at the operating point ``threshold`` names (None: the default,
+        :data:`~selfjudge.judge.operating_point.DEFAULT_THRESHOLD`): what the engine, the command
+        line, the bench and the vLLM plugin judge with."""
+        return JudgeWeights(self.weight, self.bias, self.phi_weight, self.threshold(threshold),
+                            feature_dtype=self.metadata.get("feature_dtype"), source=source)
 
     def logits(self, features: torch.Tensor, phi: torch.Tensor | None = None) -> torch.Tensor:
         """Acceptability logits for hidden states ``features`` [..., H] and, when the verifier reads

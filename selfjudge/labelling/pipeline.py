@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from selfjudge.builtin import DEFAULT_PAIR
+from selfjudge.builtin import BUILTIN_PAIRS, DEFAULT_PAIR
 from selfjudge.kernels.judge_features import FEATURE_NAMES, NUM_FEATURES
 from selfjudge.models.fingerprint import target_fingerprint
 from selfjudge.models.generation import draft_top1, greedy_responses, mismatches
@@ -115,7 +115,7 @@ def _draft_id(target: str, draft: str | None, drafter) -> str | None:
         return draft
     if isinstance(drafter, NgramLookup):
         return f"{target}:prompt-lookup" + lookup_id_suffix(drafter)
-    return f"{target}:draft" if target == DEFAULT_PAIR else None
+    return f"{target}:draft" if target in BUILTIN_PAIRS else None
 
 
 def label(

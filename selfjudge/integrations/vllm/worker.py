@@ -17,7 +17,7 @@ class SelfJudgeWorkerExtension:
         if sampler is None:
             return None
         out = sampler.counters.summary()
-        out["verifier"] = None if sampler.judge is None else sampler.judge.path
+        out["verifier"] = None if sampler.judge is None else sampler.judge.source
         out["threshold"] = None if sampler.judge is None else sampler.judge.threshold
         return out
 

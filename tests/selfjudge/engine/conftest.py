@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from selfjudge.engine import StandardPolicy
+from selfjudge.engine.policies import Relaxation
 
 
 class RecordingPolicy(StandardPolicy):
@@ -13,9 +14,9 @@ class RecordingPolicy(StandardPolicy):
     def __init__(self):
         self.drafts: list[list[int]] = []
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
-        self.drafts.append(draft_token_ids[0].tolist())
-        return {}
+    def relax(self, cycle):
+        self.drafts.append(cycle.draft_token_ids[0].tolist())
+        return Relaxation()
 
 
 def replay(drafts: list[list[int]], out: list[int], expected_chain) -> int:

@@ -8,6 +8,7 @@ machine (the suite's ``SELFJUDGE_PROFILE_DIR`` is a temporary folder in any case
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -17,7 +18,7 @@ import torch
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine import cost_profile as cp
 from selfjudge.engine.acceptance import AcceptanceEstimates
-from selfjudge.engine.adaptive import AdaptiveController, Decision
+from selfjudge.engine.adaptive import AdaptiveController, Decision, Observation
 from selfjudge.engine.cache import RaggedCache
 from selfjudge.engine.cost_profile import CostProfile, load_or_measure_profile
 from selfjudge.engine.prompt_lookup import PromptLookupDrafter
@@ -185,7 +186,7 @@ def feed(c: AdaptiveController, rate: float, cycles: int, rows: int = 8, seed: i
             while k < n and rng.random() < rate:
                 k += 1
             kept.append(k)
-        c.observe(d, ["s"] * rows, kept)
+        c.observe(Observation(d, kept=kept))
     return widths
 
 
@@ -259,14 +260,14 @@ def test_packed_controller_admits_only_the_rows_that_pay():
     c = controller(profile([1.0, 1.2, 1.4, 1.6, 1.8], row_slope=1.0), packed=True, probe_every=0)
     for _ in range(60):
         d = c.choose([4] * 8, ["s"] * 8)
-        c.observe(d, ["s"] * 8, [n if b == 0 else 0 for b, n in enumerate(d.num_draft)])
+        c.observe(Observation(d, kept=[n if b == 0 else 0 for b, n in enumerate(d.num_draft)]))
     d = c.choose([4] * 8, ["s"] * 8)
     assert d.num_draft == [4, 0, 0, 0, 0, 0, 0, 0] and d.width == 4
     # negative control: the padded controller cannot single out row 0, so it verifies nothing
     padded = controller(profile([1.0, 1.2, 1.4, 1.6, 1.8], row_slope=1.0), probe_every=0)
     for _ in range(60):
         d = padded.choose([4] * 8, ["s"] * 8)
-        padded.observe(d, ["s"] * 8, [n if b == 0 else 0 for b, n in enumerate(d.num_draft)])
+        padded.observe(Observation(d, kept=[n if b == 0 else 0 for b, n in enumerate(d.num_draft)]))
     assert padded.choose([4] * 8, ["s"] * 8).width == 0
 
 
@@ -305,10 +306,9 @@ def test_controller_prices_steps_as_this_context_costs_them():
         c = controller(profile([1.0, 1.3, 1.5, 1.7, 1.9], row_slope=1.0), packed=True, probe_every=0)
         for _ in range(40):
             d = c.choose([4] * 8, ["s"] * 8)
-            c.observe(d, ["s"] * 8, [min(n, 1) for n in d.num_draft])
             drafts = sum(d.num_draft)
             seconds = c.profile.packed_seconds(8, 8 + drafts) * (spec_factor if drafts else 1.0)
-            c.observe_seconds(d, seconds)
+            c.observe(Observation(d, kept=[min(n, 1) for n in d.num_draft], seconds=seconds))
         return c
     slow, fair = run(2.0), run(1.0)
     assert slow.cost_scale["speculative"] == pytest.approx(2.0) and slow.cost_scale["plain"] == pytest.approx(1.0)
@@ -325,7 +325,7 @@ def test_an_unknown_source_is_tried_and_then_judged_on_its_record():
     assert keen.choose([1], ["new"]).num_draft == [1]  # optimism: an unseen source is tried
     for _ in range(30):  # ... and dropped once its record says it does not pay
         d = keen.choose([1], ["new"])
-        keen.observe(d, ["new"], [0] * len(d.num_draft))
+        keen.observe(Observation(d, kept=[0] * len(d.num_draft)))
     assert keen.choose([1], ["new"]).num_draft == [0]
     with pytest.raises(ValueError, match="optimism"):
         AdaptiveController(4, optimism=-1)
@@ -334,7 +334,7 @@ def test_an_unknown_source_is_tried_and_then_judged_on_its_record():
 def test_draft_model_cost_shrinks_the_request():
     c = controller(profile([1.0, 1.05, 1.1, 1.15, 1.2]))
     assert c.tokens_to_ask(8, 4, "draft") == 4  # drafting free so far: ask for the most
-    c.record_draft_seconds(4 * 2.0, 4)  # 2 s a drafted token: a long proposal cannot pay
+    c.observe(Observation(asked=4, draft_seconds=4 * 2.0))  # 2 s a drafted token: a long proposal cannot pay
     assert c.tokens_to_ask(8, 4, "draft") == 1
 
 
@@ -467,8 +467,9 @@ def test_adaptive_sampling_keeps_the_target_distribution(tiny, token_pvalue):
 
     class Overconfident(SpeculativeEngine):  # the draft's q claimed uniform: its tokens are over-accepted
         def _propose(self, batch, cycle, run):
-            ids, probs = super()._propose(batch, cycle, run)
-            return ids, (torch.full_like(probs, 1.0 / V) if probs is not None else None)
+            proposal = super()._propose(batch, cycle, run)
+            probs = proposal.probs
+            return dataclasses.replace(proposal, probs=torch.full_like(probs, 1.0 / V) if probs is not None else None)
 
     bad = Overconfident(peaky, draft, None, num_draft_tokens=None, adaptive=RandomWidths(5), eos_token_id=[])
     assert pvalue(bad.generate([prompt] * rows, max_new_tokens=3, temperature=1.0, seed=0)) < 1e-3

@@ -7,6 +7,7 @@ accept different numbers of drafts per cycle).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -84,7 +85,8 @@ def test_prompt_lookup_without_a_match_proposes_nothing(target):
     prompt = [3, 9, 27, 14, 40]  # no token repeats
     drafter = PromptLookupDrafter(V, max_ngram=2, min_ngram=2)
     drafter.prefill(torch.tensor([prompt]), torch.ones(1, 5, dtype=torch.bool))
-    ids, probs, counts = drafter.propose(4, 0.0, None)
+    proposal = drafter.propose(4, 0.0, None)
+    ids, probs, counts = proposal.ids, proposal.probs, proposal.counts
     assert ids.shape == (1, 0) and probs is None and counts == [0]
     # an 8-gram never repeats within 5 + 6 tokens: every cycle is one plain target step
     eng = SpeculativeEngine(target, PromptLookupDrafter(V, max_ngram=8, min_ngram=8), None, num_draft_tokens=4,
@@ -191,8 +193,8 @@ def test_eagle_sampling_keeps_the_target_distribution(tiny, tmp_path, token_pval
 
     class WrongQ(EagleDrafter):  # claims the draft is uniform: the verify op then over-accepts its tokens
         def propose(self, num_tokens, temperature, generator):
-            ids, probs, counts = super().propose(num_tokens, temperature, generator)
-            return ids, torch.full_like(probs, 1.0 / V), counts
+            proposal = super().propose(num_tokens, temperature, generator)
+            return dataclasses.replace(proposal, probs=torch.full_like(proposal.probs, 1.0 / V))
 
     bad = SpeculativeEngine(peaky, WrongQ(head, peaky), None, num_draft_tokens=2, eos_token_id=[])
     assert pvalue(bad.generate([prompt] * rows, max_new_tokens=2, temperature=T, seed=0)) < 1e-3
@@ -268,7 +270,8 @@ def test_teacher_forced_top1_is_each_drafters_first_proposal(target, trained_hea
             drafter.prefill(text, torch.ones_like(text, dtype=torch.bool),
                             target_hidden=target_features(target, [(text[0, :-1].tolist(), 0)], 0)[0]["features"]
                             .float()[None])
-            ids, _, counts = drafter.propose(1, 0.0, None)
+            proposal = drafter.propose(1, 0.0, None)
+            ids, counts = proposal.ids, proposal.counts
             expect = None if (counts is not None and counts[0] == 0) or ids.shape[1] == 0 else int(ids[0, 0])
             assert z[i] == expect, (type(drafter).__name__, i)
         assert mismatches(z, response) == [i for i, (a, b) in enumerate(zip(z, response)) if a is not None and a != b]

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from selfjudge.engine import SpeculativeEngine
-from selfjudge.engine.policies import FlyPolicy, JudgePolicy, RelaxedTopNPolicy, TypicalPolicy, make_policy
+from selfjudge.engine.policies import (CycleInputs, FlyPolicy, JudgePolicy, Relaxation, RelaxedTopNPolicy, TypicalPolicy,
+                                      make_policy)
 from selfjudge.kernels.verify_params import RelaxedRules
 
 
@@ -23,7 +24,7 @@ def _case(seed=0, B=3, K=4, V=17):
 @pytest.mark.parametrize("eps, delta", [(0.09, 0.3), (0.3, 0.9), (0.0, 0.0)])
 def test_typical_equals_the_medusa_formula(temperature, eps, delta):
     logits, draft = _case(1)
-    got = TypicalPolicy(eps, delta).verify_kwargs(logits, draft, None, temperature=temperature)["rules"].accept
+    got = TypicalPolicy(eps, delta).relax(CycleInputs(logits, draft, temperature=temperature)).rules.accept
     B, K = draft.shape
     for b in range(B):
         for i in range(K):
@@ -38,7 +39,7 @@ def test_typical_equals_the_medusa_formula(temperature, eps, delta):
 def test_relaxed_equals_the_trtllm_formula(top_n, delta):
     logits, draft = _case(2)
     draft[:, 0] = logits[:, 0].argmax(-1)  # some top-1 drafts
-    got = RelaxedTopNPolicy(top_n, delta).verify_kwargs(logits, draft, None)["rules"].accept
+    got = RelaxedTopNPolicy(top_n, delta).relax(CycleInputs(logits, draft)).rules.accept
     for b in range(draft.shape[0]):
         for i in range(draft.shape[1]):
             p = torch.softmax(logits[b, i].double(), -1)
@@ -53,19 +54,19 @@ def test_placeholders_are_never_relaxed():
     logits, draft = _case(3)
     draft[0, 1] = -1
     for policy in (TypicalPolicy(0.0, 0.0), RelaxedTopNPolicy(17, 1.0)):
-        assert not policy.verify_kwargs(logits, draft, None)["rules"].accept[0, 1]
+        assert not policy.relax(CycleInputs(logits, draft)).rules.accept[0, 1]
 
 
 def test_fly_policy_kwargs_and_combination():
     logits, draft = _case(4)
-    assert FlyPolicy(window=2).verify_kwargs(logits, draft, None) == {
-        "rules": RelaxedRules(fly_window=2, fly_entropy_threshold=0.3, fly_entropy_top_k=3)}
-    assert FlyPolicy(window=4).verify_kwargs(logits, draft, None) == {}  # window >= K this cycle: off
+    assert FlyPolicy(window=2).relax(CycleInputs(logits, draft)) == Relaxation(
+        rules=RelaxedRules(fly_window=2, fly_entropy_threshold=0.3, fly_entropy_top_k=3))
+    assert FlyPolicy(window=4).relax(CycleInputs(logits, draft)) == Relaxation()  # window >= K this cycle: off
     judge = JudgePolicy((torch.ones(5), 0.0), threshold=1.0)
     both = FlyPolicy(window=1, base=judge)
     assert both.needs_hidden and both.name == "judge+fly"
-    kw = both.verify_kwargs(logits, draft, torch.zeros(3, 4, 5))
-    assert kw["rules"].fly_window == 1 and kw["judge"].threshold == 1.0
+    kw = both.relax(CycleInputs(logits, draft, torch.zeros(3, 4, 5)))
+    assert kw.rules.fly_window == 1 and kw.judge.threshold == 1.0
     assert isinstance(make_policy("judge+fly", verifier=(torch.ones(5), 0.0)), FlyPolicy)
     with pytest.raises(ValueError, match="window"):
         FlyPolicy(window=0)
@@ -107,14 +108,14 @@ def test_judge_warns_once_when_features_come_in_another_dtype():
     policy = JudgePolicy(v, threshold=0.0)
     logits, drafts = torch.zeros(1, 3, 5), torch.zeros(1, 2, dtype=torch.long)
     with pytest.warns(UserWarning, match="bfloat16"):
-        policy.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))
+        policy.relax(CycleInputs(logits, drafts, torch.zeros(1, 2, 4)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        policy.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))  # once only
+        policy.relax(CycleInputs(logits, drafts, torch.zeros(1, 2, 4)))  # once only
     same = JudgePolicy(Verifier(weight=torch.zeros(4), bias=0.0, metadata={"feature_dtype": "float32"}), threshold=0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        same.verify_kwargs(logits, drafts, torch.zeros(1, 2, 4))  # negative control: the dtype it was made in
+        same.relax(CycleInputs(logits, drafts, torch.zeros(1, 2, 4)))  # negative control: the dtype it was made in
 
 
 def test_top_n_gate_blocks_the_judge_outside_the_targets_top_n():
@@ -127,10 +128,12 @@ def test_top_n_gate_blocks_the_judge_outside_the_targets_top_n():
     for drafts, n, kept in (([[1, 3]], 2, 2), ([[2, 3]], 2, 0), ([[2, 3]], 3, 2), ([[1, 0]], 2, 1)):
         gated = JudgePolicy(keen, threshold=0.0, top_n_gate=n)
         d = torch.tensor(drafts)
-        out = verify(d, None, logits, **gated.verify_kwargs(logits, d, h))
+        r = gated.relax(CycleInputs(logits, d, h))
+        out = verify(d, None, logits, judge=r.judge, rules=r.rules)
         assert int(out.num_accepted[0]) == kept, (drafts, n)
     free = JudgePolicy(keen, threshold=0.0)  # negative control: without the gate the judge keeps both
     d = torch.tensor([[2, 0]])
-    assert int(verify(d, None, logits, **free.verify_kwargs(logits, d, h)).num_accepted[0]) == 2
+    r = free.relax(CycleInputs(logits, d, h))
+    assert int(verify(d, None, logits, judge=r.judge, rules=r.rules).num_accepted[0]) == 2
     with pytest.raises(ValueError, match="top_n_gate"):
         JudgePolicy(keen, top_n_gate=0)

@@ -7,6 +7,7 @@ import torch
 
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine.oracle import LabelOraclePolicy
+from selfjudge.engine.policies import CycleInputs
 from selfjudge.labelling.naive import naive_score_swaps
 
 
@@ -36,11 +37,11 @@ def test_the_walk_stops_at_the_first_unacceptable_mismatch(tiny):
     drafts = torch.tensor([[1, 3, 1, 4], [6, 1, 1, 1]])
     labels = iter([True, False, False])
     oracle.acceptable = lambda ctx, o, z: next(labels)  # row 0: 3 acceptable, 4 not; row 1: 6 not
-    kw = oracle.verify_kwargs(logits, drafts, None, context=[[2], [2]], num_draft=[4, 4])
-    assert kw["rules"].accept.tolist() == [[False, True, False, False], [False, False, False, False]]
+    kw = oracle.relax(CycleInputs(logits, drafts, context=[[2], [2]], num_draft=[4, 4]))
+    assert kw.rules.accept.tolist() == [[False, True, False, False], [False, False, False, False]]
     short = LabelOraclePolicy(target, tau=0.0, window=3)
     short.acceptable = lambda ctx, o, z: pytest.fail("a position past the row's drafts was labelled")
-    short.verify_kwargs(logits, drafts[:, :1] * 0 + 1, None, context=[[2], [2]], num_draft=[0, 1])
+    short.relax(CycleInputs(logits, drafts[:, :1] * 0 + 1, context=[[2], [2]], num_draft=[0, 1]))
 
 
 @pytest.mark.parametrize("tau, same_as_standard", [(float("inf"), True), (float("-inf"), False)])
@@ -66,6 +67,6 @@ def test_bad_arguments_name_themselves(tiny):
     oracle = LabelOraclePolicy(target, 0.0)
     logits, drafts = torch.zeros(1, 2, 10), torch.zeros(1, 1, dtype=torch.long)
     with pytest.raises(ValueError, match="greedy"):
-        oracle.verify_kwargs(logits, drafts, None, temperature=0.7, context=[[1]])
+        oracle.relax(CycleInputs(logits, drafts, temperature=0.7, context=[[1]]))
     with pytest.raises(ValueError, match="context"):
-        oracle.verify_kwargs(logits, drafts, None)
+        oracle.relax(CycleInputs(logits, drafts))

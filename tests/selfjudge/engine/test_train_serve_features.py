@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine import SpeculativeEngine
-from selfjudge.engine.drafter import Drafter
+from selfjudge.engine.drafter import Drafter, Proposal
 from selfjudge.engine.policies import JudgePolicy
 from selfjudge.kernels.judge_features import position_features
 from selfjudge.labelling.swap_scoring import score_swaps
@@ -30,7 +30,7 @@ class ScriptedDrafter(Drafter):
     def propose(self, num_tokens, temperature, generator):
         ids = [self.script[r].get(self.emitted[j]) for j, r in enumerate(self.rows)]
         counts = [0 if t is None else 1 for t in ids]
-        return torch.tensor([[t or 0] for t in ids]), None, counts
+        return Proposal(torch.tensor([[t or 0] for t in ids]), None, counts)
 
     def rollback(self, num_accepted, keep_max, emitted, emitted_host, target_hidden=None) -> None:
         self.emitted = [e + len(h) for e, h in zip(self.emitted, emitted_host)]
@@ -47,9 +47,9 @@ class RecordingJudge(JudgePolicy):
         super().__init__((torch.zeros(H), 0.0), threshold=1e9)
         self.seen = []
 
-    def verify_kwargs(self, target_logits, draft_token_ids, hidden_states, temperature=0.0):
-        self.seen.append((target_logits.clone(), draft_token_ids.clone(), hidden_states.clone()))
-        return super().verify_kwargs(target_logits, draft_token_ids, hidden_states, temperature)
+    def relax(self, cycle):
+        self.seen.append((cycle.target_logits.clone(), cycle.draft_token_ids.clone(), cycle.hidden_states.clone()))
+        return super().relax(cycle)
 
 
 def _serve_inputs(policy, row, z):

@@ -15,7 +15,23 @@ def test_no_selfjudge_entry_leaves_vllm_alone():
 
 def test_an_empty_entry_is_lossless_with_defaults():
     assert options_from({"selfjudge": {}}) == PluginOptions()
-    assert options_from({"selfjudge": True}) == PluginOptions(threshold=DEFAULT_THRESHOLD)
+    assert options_from({"selfjudge": True}) == PluginOptions(threshold=None)  # the engine's default
+
+
+def test_the_plugin_and_the_engine_resolve_the_same_default(tmp_path):
+    from selfjudge.engine.policies import JudgePolicy
+
+    calibrated = Verifier(weight=torch.ones(16), bias=0.0, thresholds={"F": 1.25},
+                          metadata={"target": "m", "validation": {"curves": {"SelfJudge": [
+                              {"m": 1.5, "semantic_fidelity": 0.99, "logit": 2.0},
+                              {"m": 2.0, "semantic_fidelity": 0.90, "logit": -1.0}]}}})
+    for verifier, expect in ((calibrated, 2.0), (Verifier(weight=torch.ones(16), bias=0.0, thresholds={"F": 1.25},
+                                                          metadata={"target": "m"}), 1.25)):
+        path = str(tmp_path / "v.safetensors")
+        verifier.save(path)
+        plugin = load_judge(PluginOptions(verifier=path, target="m"), "m", 16, torch.device("cpu"))
+        assert plugin.threshold == JudgePolicy(verifier).threshold == expect
+    assert DEFAULT_THRESHOLD == "quality:0.97"
 
 
 @pytest.mark.parametrize("entry, named", [
@@ -50,7 +66,7 @@ def test_the_judge_loads_at_its_threshold(tmp_path):
     judge = load_judge(PluginOptions(verifier=path, threshold="F", target="smollm2-135m"), "m", 16,
                        torch.device("cpu"))
     assert judge.threshold == 1.25 and judge.bias == 0.5 and judge.weight.shape == (16,)
-    assert judge.phi_weight is None and judge.path == path
+    assert judge.phi_weight is None and judge.source == path
 
 
 def test_lossless_options_load_no_judge():

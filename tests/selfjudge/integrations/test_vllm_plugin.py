@@ -140,7 +140,7 @@ def test_sampling_follows_the_target_and_an_accept_all_judge_does_not(accept_all
     drafts = torch.multinomial(q, B, replacement=True, generator=g)
     meta = flat_metadata([[int(d)] for d in drafts])
     logits = (p.log() * temperature).repeat(2 * B, 1)  # [T+B, V]: softmax(logits / temperature) = p
-    judge = JudgeWeights(torch.zeros(H), 100.0, None, 0.0, "always") if accept_all else None
+    judge = JudgeWeights(torch.zeros(H), 100.0, None, 0.0, source="always") if accept_all else None
     sampler = plugin_sampler(judge)
     sampler.captured_hidden = torch.zeros(2 * B, H)
     torch.manual_seed(7)

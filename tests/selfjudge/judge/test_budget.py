@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from selfjudge.engine.policies import JudgePolicy
+from selfjudge.engine.policies import CycleInputs, JudgePolicy
 from selfjudge.judge.budget import parse_budget, point_within_budget, rule_params_at_budget
 from selfjudge.judge.verifier import Verifier
 
@@ -54,6 +54,6 @@ def test_verifier_threshold_reads_its_validation_curve():
 def test_a_budget_no_point_meets_makes_the_judge_accept_nothing():
     v = _verifier({"SelfJudge": CURVE})
     policy = JudgePolicy(v, "quality:0.999")
-    kw = policy.verify_kwargs(torch.zeros(1, 3, 5), torch.zeros(1, 2, dtype=torch.long), torch.full((1, 2, 4), 1e6))
-    assert kw["judge"].threshold == math.inf  # a logit of 4e6 is still not above it
+    kw = policy.relax(CycleInputs(torch.zeros(1, 3, 5), torch.zeros(1, 2, dtype=torch.long), torch.full((1, 2, 4), 1e6)))
+    assert kw.judge.threshold == math.inf  # a logit of 4e6 is still not above it
     assert JudgePolicy(v, "quality:0.97").threshold == 1.0

@@ -88,10 +88,11 @@ def test_drafter_asks_the_store_only_where_the_context_has_no_match():
         valid = torch.nn.utils.rnn.pad_sequence([torch.ones(len(h), dtype=torch.bool) for h in histories],
                                                 batch_first=True)
         drafter.prefill(ids, valid)
-    ids, probs, counts = with_store.propose(3, 0.0, None)
+    proposal = with_store.propose(3, 0.0, None)
+    ids, probs, counts = proposal.ids, proposal.probs, proposal.counts
     assert probs is None and counts == [3, 3, 0]
     assert ids[0].tolist() == [12, 13, 14] and ids[1].tolist() == [5, 10, 11]
-    _, _, counts = alone.propose(3, 0.0, None)
+    counts = alone.propose(3, 0.0, None).counts
     assert counts == [0, 3, 0]
     assert with_store.teacher_forced_top1([3, 10], [11, 12, 7]) == [None, 12, 13]
     with pytest.raises(ValueError, match="store"):  # a store for a larger vocabulary
@@ -150,19 +151,20 @@ def test_a_row_stops_asking_a_store_whose_proposals_are_not_kept():
     drafter = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=store, store_min_accepted=1.0, store_min_tries=2)
     drafter.prefill(torch.tensor([[3, 10, 11], [4, 10, 11]]), torch.ones(2, 3, dtype=torch.bool))
     for _ in range(2):  # row 0 keeps nothing of [12, 13]; row 1 keeps both drafts, then returns to "10 11"
-        ids, _, counts = drafter.propose(2, 0.0, None)
+        proposal = drafter.propose(2, 0.0, None)
+        ids, counts = proposal.ids, proposal.counts
         assert counts == [2, 2] and ids[0].tolist() == [12, 13]
         drafter.rollback(torch.tensor([0, 2]), 3, None, [[5], [12, 13, 0]])
         drafter._history = [[3, 10, 11], [4, 10, 11]]  # back to the store's n-gram, nothing repeated
     assert not drafter.store_open(0) and drafter.store_open(1)
-    _, _, counts = drafter.propose(2, 0.0, None)
+    counts = drafter.propose(2, 0.0, None).counts
     assert counts == [0, 2]
     drafter.select(torch.tensor([1]))  # rows leave: the counts follow their rows
     assert drafter.store_open(0) and drafter._store_tries == [2] and drafter._store_kept == [4]
     ungated = PromptLookupDrafter(20, max_ngram=2, min_ngram=2, store=store)
     ungated.prefill(torch.tensor([[3, 10, 11]]), torch.ones(1, 3, dtype=torch.bool))
     for _ in range(3):
-        assert ungated.propose(2, 0.0, None)[2] == [2]
+        assert ungated.propose(2, 0.0, None).counts == [2]
         ungated.rollback(torch.tensor([0]), 1, None, [[5]])
         ungated._history = [[3, 10, 11]]
     with pytest.raises(ValueError, match="store_min_tries"):
