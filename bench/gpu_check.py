@@ -97,7 +97,8 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
     import torch
 
     from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
+    from selfjudge.kernels.verify.launch import prepare_launch
+    from selfjudge.kernels.verify.prepare import PaddedInputs, VerifyOptions
 
     K = 4
     g = torch.Generator(device=device).manual_seed(1)
@@ -109,15 +110,15 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
     for mode in ("greedy", "sample_no_q"):
         greedy = mode == "greedy"
         noise = (None, None) if greedy else (u, e)
-        args = (drafts, n, logits, None, torch.ones(B, device=device), torch.full((B,), greedy, device=device),
-                *noise, None, None, None, 0.0, None)
+        inputs = PaddedInputs(drafts, n, logits, VerifyOptions(
+            torch.ones(B, device=device), torch.full((B,), greedy, device=device), all_greedy=greedy,
+            uniforms=noise[0], exponentials=noise[1]))
         for bv in (1024, 2048, 4096):
             for nw in (4, 8, 16):
                 for chunk in (None, 4 * bv, 16 * bv):
                     row = {"mode": mode, "BLOCK_V": bv, "num_warps": nw, "chunk": chunk or "auto"}
                     try:
-                        us = bench(prepare_verify_launch_padded(*args, all_greedy=greedy, block_v=bv, num_warps=nw,
-                                                               chunk=chunk).run)
+                        us = bench(prepare_launch(inputs, block_v=bv, num_warps=nw, chunk=chunk).run)
                         row.update(kernel_us=us, GBps_logits_once=logits.numel() * 2 / (us * 1e-6) / 1e9)
                     except Exception as exc:  # e.g. out of resources
                         row["error"] = repr(exc)[:300]
@@ -128,9 +129,9 @@ def _split_sweep(B: int, V: int, dtype, device, bench) -> list[dict]:
 def check_verify(args) -> dict:
     import torch
 
-    from selfjudge.kernels.verify import Randomness, verify
-    from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
+    from selfjudge.kernels.verify import Randomness, draw_noise, verify
+    from selfjudge.kernels.verify.launch import prepare_launch
+    from selfjudge.kernels.verify.prepare import PaddedInputs, VerifyOptions
 
     dry = args.dry_run
     device = "cpu" if dry else "cuda"
@@ -168,11 +169,11 @@ def check_verify(args) -> dict:
             # bare kernels (outputs preallocated): split (the default) and fused; the whole op (wrapper included)
             inv_t = torch.full((B,), 1.0, device=device)
             greedy = torch.full((B,), temp == 0.0, device=device)
-            launch_args = (drafts, n, logits, q, inv_t, greedy, None if temp == 0 else u, None if temp == 0 else e,
-                           None, None, None, 0.0, None)
-            row["kernel_us"] = bench(prepare_verify_launch_padded(*launch_args, all_greedy=temp == 0.0).run)
-            row["fused_kernel_us"] = bench(prepare_verify_launch_padded(*launch_args, all_greedy=temp == 0.0,
-                                                                       split=False).run)
+            options = VerifyOptions(inv_t, greedy, all_greedy=temp == 0.0, uniforms=None if temp == 0 else u,
+                                    exponentials=None if temp == 0 else e)
+            inputs = PaddedInputs(drafts, n, logits, options, draft_probs=q)
+            row["kernel_us"] = bench(prepare_launch(inputs).run)
+            row["fused_kernel_us"] = bench(prepare_launch(inputs, split=False).run)
             row["op_us"] = bench(lambda: verify(drafts, n, logits, q, backend="triton", **kw))
             row["twin_us"] = bench(lambda: verify(drafts, n, logits, q, backend="torch", **kw))
             logit_bytes = logits.numel() * logits.element_size()

@@ -25,7 +25,7 @@ def check_scorer_tflops(R: int = 8192, H: int = 4096, V: int = 128256, dry: bool
     import torch
 
     from selfjudge.kernels.scorer import token_logprobs
-    from selfjudge.kernels.scorer_torch import token_logprobs_torch
+    from selfjudge.kernels.scorer.reference import token_logprobs_torch
 
     if dry:
         R, H, V = 64, 16, 300

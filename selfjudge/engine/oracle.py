@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from selfjudge.engine.policies import CycleInputs, Policy, Relaxation
-from selfjudge.kernels.verify_params import RelaxedRules
+from selfjudge.kernels.verify.params import RelaxedRules
 
 
 class LabelOraclePolicy(Policy):

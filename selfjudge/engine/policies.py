@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from selfjudge.judge.operating_point import JudgeWeights
-from selfjudge.kernels.verify_params import JudgeInputs, RelaxedRules
+from selfjudge.kernels.verify.params import JudgeInputs, RelaxedRules
 
 __all__ = [
     "CycleInputs",
@@ -56,8 +56,8 @@ class CycleInputs:
 @dataclass(frozen=True)
 class Relaxation:
     """What a policy OR-s onto the lossless rule this cycle: a judge
-    (:class:`~selfjudge.kernels.verify_params.JudgeInputs`) and/or relaxed rules
-    (:class:`~selfjudge.kernels.verify_params.RelaxedRules`); neither = standard decoding."""
+    (:class:`~selfjudge.kernels.verify.params.JudgeInputs`) and/or relaxed rules
+    (:class:`~selfjudge.kernels.verify.params.RelaxedRules`); neither = standard decoding."""
 
     judge: JudgeInputs | None = None
     rules: RelaxedRules | None = None

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from selfjudge.kernels.scorer import token_logprobs
-from selfjudge.kernels.scorer_torch import token_logprobs_torch
+from selfjudge.kernels.scorer.reference import token_logprobs_torch
 from selfjudge.kernels.verify import JudgeInputs, Randomness, RelaxedRules, verify
 
 pytestmark = [
@@ -97,16 +97,17 @@ def test_verify_kernel_judge_and_relaxed_inputs_equal_twin():
 def test_verify_split_kernels_equal_fused_kernel(B, K, V):
     """The default split-vocabulary kernels (the GPU's own chunk plan) against the fused kernel."""
     from selfjudge.kernels.verify import draw_noise
-    from selfjudge.kernels.verify_triton import verify_triton_padded
+    from selfjudge.kernels.verify.launch import verify_triton
+    from selfjudge.kernels.verify.prepare import PaddedInputs, VerifyOptions
 
     drafts, n, logits, q = _verify_inputs(B, K, V, torch.bfloat16, seed=B + K)
     u, e = draw_noise(B, K, V, "cuda", seed=3)
     for greedy, probs in ((True, None), (False, None), (False, q)):
-        args = (drafts, n, logits, probs, torch.full((B,), 1.0, device="cuda"),
-                torch.full((B,), greedy, device="cuda"), None if greedy else u, None if greedy else e,
-                None, None, None, 0.0, None)
-        split = verify_triton_padded(*args, all_greedy=greedy)
-        fused = verify_triton_padded(*args, all_greedy=greedy, split=False)
+        options = VerifyOptions(torch.full((B,), 1.0, device="cuda"), torch.full((B,), greedy, device="cuda"),
+                                all_greedy=greedy, uniforms=None if greedy else u, exponentials=None if greedy else e)
+        inputs = PaddedInputs(drafts, n, logits, options, draft_probs=probs)
+        split = verify_triton(inputs)
+        fused = verify_triton(inputs, split=False)
         same = (split[0] == fused[0]).all(-1)
         assert int(same.sum()) >= (B if greedy else int(0.95 * B)), (greedy, same)
         assert bool(((split[0] >= -1) & (split[0] < V)).all())

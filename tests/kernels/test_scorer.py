@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from selfjudge.kernels.scorer import token_logprobs
-from selfjudge.kernels.scorer_torch import token_logprobs_torch
-from selfjudge.kernels.scorer_triton import token_logprobs_triton
+from selfjudge.kernels.scorer.reference import token_logprobs_torch
+from selfjudge.kernels.scorer.kernel import token_logprobs_triton
 
 TOL = {torch.float32: 2e-5, torch.bfloat16: 2e-4, torch.float16: 2e-4}
 

@@ -27,8 +27,8 @@ try:  # what triton.jit returns under TRITON_INTERPRET=1
 except ImportError:
     JIT_TYPES = (JITFunction,)
 
-KERNEL_MODULES = ["selfjudge.kernels.verify_triton_kernel", "selfjudge.kernels.verify_stats_kernel",
-                  "selfjudge.kernels.verify_split_kernel", "selfjudge.kernels.scorer_triton"]
+KERNEL_MODULES = ["selfjudge.kernels.verify.fused", "selfjudge.kernels.verify.tiles",
+                  "selfjudge.kernels.verify.split", "selfjudge.kernels.verify.rules", "selfjudge.kernels.scorer.kernel"]
 
 
 def bad_globals(jit_fn) -> list[str]:

@@ -73,16 +73,18 @@ def test_kernel_equals_twin_with_blocked_positions():
 
 def test_kernel_small_tiles_many_tiles():
     """V=100 split into 7 tiles of 16 (last one 4 real lanes): online LSE across tiles."""
-    from selfjudge.kernels.verify_triton import verify_triton_padded
+    from selfjudge.kernels.verify.launch import verify_triton
+    from selfjudge.kernels.verify.prepare import PaddedInputs, VerifyOptions
 
     B, K, V = 3, 4, 100
     case = random_case(B, K, V, seed=11)
     noise = draw_noise(B, K, V, "cpu", seed=11)
     a = verify(case["drafts"], case["n"], case["logits"], case["q"], temperature=1.0, backend="torch",
                randomness=Randomness(noise=noise))
-    out = verify_triton_padded(case["drafts"], case["n"], case["logits"], case["q"],
-                               torch.ones(B), torch.zeros(B, dtype=torch.bool), noise[0], noise[1],
-                               None, None, None, 0.0, None, all_greedy=False, block_v=16)
+    options = VerifyOptions(torch.ones(B), torch.zeros(B, dtype=torch.bool), all_greedy=False, uniforms=noise[0],
+                            exponentials=noise[1])
+    out = verify_triton(PaddedInputs(case["drafts"], case["n"], case["logits"], options, draft_probs=case["q"]),
+                        block_v=16)
     assert torch.equal(out[0], a.output_token_ids)
     assert torch.equal(out[1], a.num_accepted)
 
@@ -356,7 +358,7 @@ def test_seed_and_offset_replay():
 
 
 def test_auto_backend_is_torch_on_cpu(monkeypatch):
-    import selfjudge.kernels.verify_triton as vt
+    import selfjudge.kernels.verify.launch as vt
 
     def boom(*a, **k):
         raise AssertionError("triton must not be used for CPU tensors under backend='auto'")
@@ -377,17 +379,26 @@ def test_kernel_compiles_for_h200_without_a_gpu():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_DEFAULT_FP_FUSION"] = "1"
     code = (
-        "from selfjudge.kernels.verify_triton import aot_compile\n"
+        "from selfjudge.kernels.verify.launch import aot_compile\n"
         "for flags in [(True, True, True, True), (False, False, False, False), (False, False, True, True)]:\n"
         "    k = aot_compile(90, HAS_Q=flags[0], HAS_JUDGE=flags[1], HAS_RELAXED=flags[2], SAMPLING=flags[3],\n"
         "                    HAS_PHI=flags[1])\n"
         "    assert 'ld.global' in k.asm['ptx'] and len(k.asm['cubin']) > 0\n"
-        "from selfjudge.kernels import verify_split_kernel as sk\n"
+        "from selfjudge.kernels.verify import split as sk\n"
         "for kernel in (sk._chunk_stats_kernel, sk._split_walk_kernel, sk._race_chunk_kernel, sk._race_reduce_kernel):\n"
         "    for on in (True, False):\n"
         "        k = aot_compile(90, kernel=kernel, HAS_Q=on, HAS_JUDGE=on, HAS_RELAXED=on, SAMPLING=on, HAS_PHI=on,\n"
         "                        BLOCK_V=2048)\n"
         "        assert 'ld.global' in k.asm['ptx'] and len(k.asm['cubin']) > 0, kernel\n"
+        "import triton\n"
+        "from triton.backends.compiler import GPUTarget\n"
+        "from triton.compiler import ASTSource\n"
+        "from selfjudge.kernels.scorer.kernel import _scorer_partial_kernel\n"
+        "sig = {'inputs': ('*bf16', '*bf16', '*i64'), 'outs': ('*fp32',) * 3, 'sizes': ('i32',) * 4,\n"
+        "       'strides': ('i64',) * 4, 'TILES': 'constexpr', 'MATH': 'constexpr'}\n"
+        "k = triton.compile(ASTSource(_scorer_partial_kernel, sig, {'TILES': (4, 64, 128, 64), 'MATH': ('tf32', False)}),\n"
+        "                   target=GPUTarget('cuda', 90, 32), options={'num_warps': 8})\n"
+        "assert 'ld.global' in k.asm['ptx'], 'scorer'\n"
         "print('compiled')\n"
     )
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -439,7 +450,7 @@ def test_strided_logits_slice_matches_contiguous(temp):
 def test_twin_cpu_chunks_match_plain_formula():
     """The CPU twin walks large batches in cache-sized chunks of requests / rows; check a
     shape with several chunks against the plain formula."""
-    from selfjudge.kernels.verify_torch import _CHUNK_ELEMS, _ROW_CHUNK_ELEMS
+    from selfjudge.kernels.verify.reference import _CHUNK_ELEMS, _ROW_CHUNK_ELEMS
 
     B, K, V = 6, 4, 30000
     assert _CHUNK_ELEMS // ((K + 1) * V) < B and _ROW_CHUNK_ELEMS // V < B  # really several chunks

@@ -10,10 +10,13 @@ per-position override, placeholders and invalid rows.
 import pytest
 import torch
 
+from dataclasses import replace
+
 from selfjudge.kernels.verify import draw_noise
-from selfjudge.kernels.verify_split import split_plan
-from selfjudge.kernels.verify_torch import native_verify
-from selfjudge.kernels.verify_triton import verify_triton_padded
+from selfjudge.kernels.verify.launch import prepare_launch, verify_triton
+from selfjudge.kernels.verify.prepare import PaddedInputs, VerifyOptions
+from selfjudge.kernels.verify.reference import native_verify
+from selfjudge.kernels.verify.split_plan import split_plan
 
 
 def make(B, K, V, seed, *, H=8):
@@ -44,7 +47,7 @@ MODES = {
 }
 
 
-def args_for(case, mode):
+def inputs_for(case, mode, **options) -> PaddedInputs:
     B, K = case["drafts"].shape
     V = case["logits"].shape[-1]
     temp = torch.tensor(mode["temp"], dtype=torch.float32).expand(B) if isinstance(mode["temp"], list) \
@@ -54,11 +57,14 @@ def args_for(case, mode):
     all_greedy = bool(greedy.all())
     u, e = (None, None) if all_greedy else draw_noise(B, K, V, "cpu", seed=3)
     judge = mode.get("judge", False)
-    args = (case["drafts"], case["n"], case["logits"], case["q"] if mode.get("q") else None, inv_t, greedy, u, e,
-            case["h"] if judge else None, case["w"] if judge else None, torch.full((B,), -0.2) if judge else None,
-            0.1, case["override"] if mode.get("override") else None)
-    kw = dict(all_greedy=all_greedy, phi_weight=torch.tensor([0.4, -0.3, 0.8]) if mode.get("phi") else None)
-    return args, kw
+    opts = VerifyOptions(inv_t, greedy, all_greedy, any_greedy=True, unit_scale=False,
+                         judge_weight=case["w"] if judge else None,
+                         judge_bias=torch.full((B,), -0.2) if judge else None, judge_threshold=0.1,
+                         phi_weight=torch.tensor([0.4, -0.3, 0.8]) if mode.get("phi") else None,
+                         uniforms=u, exponentials=e, **options)
+    return PaddedInputs(case["drafts"], case["n"], case["logits"], opts,
+                        draft_probs=case["q"] if mode.get("q") else None, hidden=case["h"] if judge else None,
+                        override=case["override"] if mode.get("override") else None)
 
 
 def assert_same(a, b, what):
@@ -75,10 +81,10 @@ def assert_same(a, b, what):
 def test_split_equals_fused_and_twin(mode, B, K, V, chunk):
     for seed in range(2):
         case = make(B, K, V, seed=seed * 7 + V)
-        args, kw = args_for(case, MODES[mode])
-        twin = native_verify(*args, any_greedy=True, unit_scale=False, **kw)
-        split = verify_triton_padded(*args, split=True, block_v=16, chunk=chunk, **kw)
-        fused = verify_triton_padded(*args, split=False, block_v=16, **kw)
+        inputs = inputs_for(case, MODES[mode])
+        twin = native_verify(inputs)
+        split = verify_triton(inputs, split=True, block_v=16, chunk=chunk)
+        fused = verify_triton(inputs, split=False, block_v=16)
         assert_same(twin, split, ("split", mode, seed))
         assert_same(fused, split, ("fused", mode, seed))
 
@@ -92,9 +98,9 @@ def test_placeholders_and_invalid_rows_split_like_the_twin():
     case["logits"][4, :, :] = float("-inf")
     case["logits"][0, 4, 70] = float("inf")
     for mode in ("greedy", "sample", "sample_q", "judge_phi_sample"):
-        args, kw = args_for(case, MODES[mode])
-        twin = native_verify(*args, any_greedy=True, unit_scale=False, **kw)
-        split = verify_triton_padded(*args, split=True, block_v=16, chunk=32, **kw)
+        inputs = inputs_for(case, MODES[mode])
+        twin = native_verify(inputs)
+        split = verify_triton(inputs, split=True, block_v=16, chunk=32)
         assert_same(twin, split, mode)
         assert ((split[0] >= -1) & (split[0] < 100)).all()
 
@@ -111,26 +117,49 @@ def test_split_plan_covers_the_vocabulary_in_whole_tiles():
 
 def test_fly_needs_the_fused_kernel():
     case = make(2, 3, 20, seed=1)
-    args, kw = args_for(case, MODES["greedy"])
+    inputs = inputs_for(case, MODES["greedy"], fly=(1, 0.3, 3))
     with pytest.raises(ValueError, match="fused"):
-        verify_triton_padded(*args, split=True, fly=(1, 0.3, 3), **kw)
-    out = verify_triton_padded(*args, fly=(1, 0.3, 3), **kw)  # default: the fused kernel
-    assert_same(native_verify(*args, any_greedy=True, unit_scale=False, fly=(1, 0.3, 3), **kw), out, "fly")
+        verify_triton(inputs, split=True)
+    out = verify_triton(inputs)  # default: the fused kernel
+    assert_same(native_verify(inputs), out, "fly")
+    assert_same(native_verify(replace(inputs, options=replace(inputs.options, fly=None))),
+                verify_triton(replace(inputs, options=replace(inputs.options, fly=None))), "no fly")
 
 
 @pytest.mark.parametrize("split", [True, False])
 def test_a_prepared_launch_reruns_on_its_buffers_and_finishes_like_the_op(split):
-    """``prepare_verify_launch_padded`` launches nothing until ``run``; rerunning it (as the GPU timer does)
-    rewrites the same outputs, and ``finish`` equals a plain ``verify_triton_padded`` call."""
-    from selfjudge.kernels.verify_triton import prepare_verify_launch_padded
-
+    """``prepare_launch`` launches nothing until ``run``; rerunning it (as the GPU timer does)
+    rewrites the same outputs, and ``finish`` equals a plain ``verify_triton`` call."""
     case = make(5, 3, 100, seed=3)
-    args, kw = args_for(case, MODES["judge_phi_sample"])
-    launch = prepare_verify_launch_padded(*args, split=split, block_v=16, **kw)
+    inputs = inputs_for(case, MODES["judge_phi_sample"])
+    launch = prepare_launch(inputs, split=split, block_v=16)
     before = launch.finish()[0].clone()
     assert (before == -1).all()  # prepared, not yet launched: the output still holds its placeholder fill
     launch.run()
     first = [t.clone() if t is not None else None for t in launch.finish()]
     launch.run()
     assert_same(first, launch.finish(), ("rerun", split))
-    assert_same(verify_triton_padded(*args, split=split, block_v=16, **kw), first, ("op", split))
+    assert_same(verify_triton(inputs, split=split, block_v=16), first, ("op", split))
+
+
+def test_every_verify_kernel_takes_its_grouped_parameters():
+    """Each kernel's ``*_ARGS`` names its parameters in order, no launch passes more than 16, and the
+    launcher builds exactly those groups (a missing member name fails here, not on a GPU)."""
+    import inspect
+
+    from selfjudge.kernels.kernel_args import kernel_args
+    from selfjudge.kernels.verify.launch import _kernel_specs
+
+    from selfjudge.kernels.scorer import kernel as scorer
+
+    specs = {**_kernel_specs(), scorer._scorer_partial_kernel: scorer.SCORER_PARTIAL_ARGS}
+    assert len(specs) == 6
+    for kernel, spec in specs.items():
+        params = list(inspect.signature(kernel.fn).parameters)
+        assert params == [name for name, _ in spec], kernel.fn.__name__
+        assert len(params) <= 16
+    values = {m: i for _, spec in specs.items() for name, members in spec for i, m in enumerate(members or (name,))}
+    for spec in specs.values():
+        assert len(kernel_args(spec, values)) == len(spec)
+    with pytest.raises(KeyError):  # negative control: a value the launcher did not provide
+        kernel_args(specs[next(iter(specs))], {})

@@ -10,7 +10,7 @@ import torch
 from selfjudge.engine import SpeculativeEngine
 from selfjudge.engine.policies import (CycleInputs, FlyPolicy, JudgePolicy, Relaxation, RelaxedTopNPolicy, TypicalPolicy,
                                       make_policy)
-from selfjudge.kernels.verify_params import RelaxedRules
+from selfjudge.kernels.verify.params import RelaxedRules
 
 
 def _case(seed=0, B=3, K=4, V=17):

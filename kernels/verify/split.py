@@ -1,7 +1,7 @@
 """The split-vocabulary verify kernels: the same walk as the fused kernel, with every logits
 row read by many programs at once.
 
-The fused kernel (:mod:`selfjudge.kernels.verify_triton_kernel`) gives each request one
+The fused kernel (:mod:`.fused`) gives each request one
 program that walks its K+1 rows of V logits in order; at B = 64 on a 132-SM GPU half the
 SMs idle and each one is latency-bound (11 % of HBM bandwidth measured on an H200). Here the
 work is split in four launches:
@@ -12,8 +12,8 @@ work is split in four launches:
    and, for the judge's probability features, the temperature-1 pair and top-3 logits. All
    positions are read once, in parallel, whether or not the walk will reach them.
 2. :func:`_split_walk_kernel`, grid ``(B,)``: combines each position's partials
-   (:func:`_combine_stats`) and runs the fused kernel's walk with its own helpers
-   (``_align_test``, ``_relaxed_test``, ``_phi_features``); greedy rows emit from the
+   (:func:`_combine_stats`) and runs the fused kernel's walk with the shared rules (:mod:`.rules`:
+   ``_rules_at``, ``_draft_at``, ``_record_position``); greedy rows emit from the
    partials' argmax; a sampling row that needs a draw records which position and which race.
 3. :func:`_race_chunk_kernel`, grid ``(B, NC)`` (sampling only): each chunk's winner of the
    race at that position: the bonus ``argmax x - log E`` or the recovery ``argmax max(p - q,
@@ -31,9 +31,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .verify_stats_kernel import (_lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init, _stats_tile,
+from .tiles import (_lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init, _stats_tile,
                                   _top3_of)
-from .verify_triton_kernel import _draft_at, _record_position, _rules_at, _store_judge_logits
+from .rules import _draft_at, _record_position, _rules_at, _store_judge_logits
 
 
 @triton.jit
@@ -56,25 +56,41 @@ def _store_chunk_stats(stat_ptr, idx_ptr, p, SNC, best, best_i, bad, m, s, m1, s
         tl.store(stat_ptr + 9 * SNC + p, bad1.to(tl.float32))
 
 
-@triton.jit(do_not_specialize=["K1", "CHUNK", "NC", "stride_lb", "stride_lr"])
+#: _chunk_stats_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
+CHUNK_STATS_ARGS = (
+    ('partials', ('stat_ptr', 'idx_ptr')),
+    ('rows', ('num_draft_ptr', 'logits_ptr', 'logit_start_ptr', 'inv_t_ptr')),
+    ('V', None),
+    ('layout', ('K1', 'CHUNK', 'NC', 'stride_lb', 'stride_lr')),
+    ('FLAGS', ('SAMPLING', 'HAS_PHI')),
+    ('BLOCK_V', None),
+)
+
+
+@triton.jit(do_not_specialize=["layout"])
 def _chunk_stats_kernel(
-    stat_ptr,  # [10, S, NC] fp32 partial statistics (S = B * K1)
-    idx_ptr,  # [S, NC] int32 partial argmax
-    num_draft_ptr,  # [B] int64
-    logits_ptr,  # [R, V] float target logits rows (unit column stride)
-    logit_start_ptr,  # [B] int64
-    inv_t_ptr,  # [B] fp32
-    K1,  # K_max + 1
+    partials,  # stat_ptr, idx_ptr
+    rows,  # num_draft_ptr, logits_ptr, logit_start_ptr, inv_t_ptr
     V,
-    CHUNK,  # vocabulary entries per chunk, a multiple of BLOCK_V
-    NC,  # chunks per row
-    stride_lb,
-    stride_lr,
-    SAMPLING: tl.constexpr,
-    HAS_PHI: tl.constexpr,
+    layout,  # K1, CHUNK, NC, stride_lb, stride_lr
+    FLAGS: tl.constexpr,  # SAMPLING, HAS_PHI
     BLOCK_V: tl.constexpr,
 ):
     """Partial statistics of one chunk of one evaluated position (``i <= n_b``)."""
+    # stat_ptr: [10, S, NC] fp32 partial statistics (S = B * K1)
+    # idx_ptr: [S, NC] int32 partial argmax
+    # num_draft_ptr: [B] int64
+    # logits_ptr: [R, V] float target logits rows (unit column stride)
+    # logit_start_ptr: [B] int64
+    # inv_t_ptr: [B] fp32
+    # K1: K_max + 1
+    # CHUNK: vocabulary entries per chunk, a multiple of BLOCK_V
+    # NC: chunks per row
+    stat_ptr, idx_ptr = partials
+    num_draft_ptr, logits_ptr, logit_start_ptr, inv_t_ptr = rows
+    K1, CHUNK, NC, stride_lb, stride_lr = layout
+    SAMPLING: tl.constexpr = FLAGS[0]
+    HAS_PHI: tl.constexpr = FLAGS[1]
     slot = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
     b = slot // K1
@@ -139,49 +155,73 @@ def _combine_stats(stat_ptr, idx_ptr, slot, NC, SNC, logits_ptr, row_off, d,
     return best_i.to(tl.int64), ok, lse, phi0, phi1, phi2
 
 
-@triton.jit(do_not_specialize=["threshold", "K_max", "NC", "stride_lb", "stride_lr", "stride_qr", "stride_hr"])
+#: _split_walk_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
+SPLIT_WALK_ARGS = (
+    ('outs', ('out_ptr', 'num_acc_ptr', 'align_ptr', 'jacc_ptr', 'jlogit_ptr')),
+    ('race', ('race_ptr', 'race_lse_ptr')),
+    ('partials', ('stat_ptr', 'idx_ptr')),
+    ('rows', ('draft_ptr', 'tok_start_ptr', 'num_draft_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr')),
+    ('sampling', ('inv_t_ptr', 'greedy_ptr', 'u_ptr')),
+    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'relaxed_ptr', 'threshold')),
+    ('sizes', ('V', 'H')),
+    ('layout', ('K_max', 'NC', 'stride_lb', 'stride_lr', 'stride_qr', 'stride_hr')),
+    ('FLAGS', ('HAS_Q', 'HAS_JUDGE', 'HAS_RELAXED', 'SAMPLING', 'HAS_PHI')),
+    ('BLOCKS', ('NC_BLOCK', 'BLOCK_H')),
+)
+
+
+@triton.jit(do_not_specialize=["layout"])
 def _split_walk_kernel(
-    out_ptr,  # [B, K_max+1] int64, pre-filled with -1
-    num_acc_ptr,  # [B] int64
-    align_ptr,  # [B, K_max] int8, pre-filled with 0
-    jacc_ptr,  # [B, K_max] int8, pre-filled with 0
-    jlogit_ptr,  # [B, K_max] fp32, pre-filled with NaN (HAS_JUDGE)
-    race_ptr,  # [B, 3] int64: position of the draw (-1: none), race (0 bonus, 1 recovery), draft id there
-    race_lse_ptr,  # [B] fp32 log-sum-exp of the recovery position
-    stat_ptr,  # [10, B*(K_max+1), NC] fp32 partials of _chunk_stats_kernel
-    idx_ptr,  # [B*(K_max+1), NC] int32
-    draft_ptr,  # [T] int64 draft tokens, all requests concatenated
-    tok_start_ptr,  # [B] int64
-    num_draft_ptr,  # [B] int64 in [0, K_max]
-    logits_ptr,  # [R, V] float target logits rows
-    logit_start_ptr,  # [B] int64
-    q_ptr,  # [T, V] float draft probabilities (HAS_Q)
-    inv_t_ptr,  # [B] fp32
-    greedy_ptr,  # [B] int8
-    u_ptr,  # [B, K_max] fp64 (SAMPLING)
-    h_ptr,  # [T, H] float (HAS_JUDGE)
-    w_ptr,  # [H] float (HAS_JUDGE)
-    bias_ptr,  # [B] fp32 (HAS_JUDGE)
-    phi_w_ptr,  # [3] fp32 (HAS_PHI)
-    relaxed_ptr,  # [T] int8 override: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
-    threshold,
-    K_max,
-    V,
-    H,
-    NC,
-    stride_lb,
-    stride_lr,
-    stride_qr,
-    stride_hr,
-    HAS_Q: tl.constexpr,
-    HAS_JUDGE: tl.constexpr,
-    HAS_RELAXED: tl.constexpr,
-    SAMPLING: tl.constexpr,
-    HAS_PHI: tl.constexpr,
-    NC_BLOCK: tl.constexpr,
-    BLOCK_H: tl.constexpr,
+    outs,  # out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr
+    race,  # race_ptr, race_lse_ptr
+    partials,  # stat_ptr, idx_ptr
+    rows,  # draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr
+    sampling,  # inv_t_ptr, greedy_ptr, u_ptr
+    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold
+    sizes,  # V, H
+    layout,  # K_max, NC, stride_lb, stride_lr, stride_qr, stride_hr
+    FLAGS: tl.constexpr,  # HAS_Q, HAS_JUDGE, HAS_RELAXED, SAMPLING, HAS_PHI
+    BLOCKS: tl.constexpr,  # NC_BLOCK, BLOCK_H
 ):
     """One program per request: the fused kernel's walk on combined partials; greedy emission."""
+    # out_ptr: [B, K_max+1] int64, pre-filled with -1
+    # num_acc_ptr: [B] int64
+    # align_ptr: [B, K_max] int8, pre-filled with 0
+    # jacc_ptr: [B, K_max] int8, pre-filled with 0
+    # jlogit_ptr: [B, K_max] fp32, pre-filled with NaN (HAS_JUDGE)
+    # race_ptr: [B, 3] int64: position of the draw (-1: none), race (0 bonus, 1 recovery), draft id there
+    # race_lse_ptr: [B] fp32 log-sum-exp of the recovery position
+    # stat_ptr: [10, B*(K_max+1), NC] fp32 partials of _chunk_stats_kernel
+    # idx_ptr: [B*(K_max+1), NC] int32
+    # draft_ptr: [T] int64 draft tokens, all requests concatenated
+    # tok_start_ptr: [B] int64
+    # num_draft_ptr: [B] int64 in [0, K_max]
+    # logits_ptr: [R, V] float target logits rows
+    # logit_start_ptr: [B] int64
+    # q_ptr: [T, V] float draft probabilities (HAS_Q)
+    # inv_t_ptr: [B] fp32
+    # greedy_ptr: [B] int8
+    # u_ptr: [B, K_max] fp64 (SAMPLING)
+    # h_ptr: [T, H] float (HAS_JUDGE)
+    # w_ptr: [H] float (HAS_JUDGE)
+    # bias_ptr: [B] fp32 (HAS_JUDGE)
+    # phi_w_ptr: [3] fp32 (HAS_PHI)
+    # relaxed_ptr: [T] int8 override: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
+    out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr = outs
+    race_ptr, race_lse_ptr = race
+    stat_ptr, idx_ptr = partials
+    draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr = rows
+    inv_t_ptr, greedy_ptr, u_ptr = sampling
+    h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold = judge
+    V, H = sizes
+    K_max, NC, stride_lb, stride_lr, stride_qr, stride_hr = layout
+    HAS_Q: tl.constexpr = FLAGS[0]
+    HAS_JUDGE: tl.constexpr = FLAGS[1]
+    HAS_RELAXED: tl.constexpr = FLAGS[2]
+    SAMPLING: tl.constexpr = FLAGS[3]
+    HAS_PHI: tl.constexpr = FLAGS[4]
+    NC_BLOCK: tl.constexpr = BLOCKS[0]
+    BLOCK_H: tl.constexpr = BLOCKS[1]
     b = tl.program_id(0).to(tl.int64)
     K1 = K_max + 1
     SNC = tl.num_programs(0).to(tl.int64) * K1 * NC
@@ -239,30 +279,45 @@ def _split_walk_kernel(
         tl.store(race_lse_ptr + b, rej_lse)
 
 
-@triton.jit(do_not_specialize=["CHUNK", "NC", "stride_lb", "stride_lr", "stride_qr"])
+#: _race_chunk_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
+RACE_CHUNK_ARGS = (
+    ('wins', ('win_ptr', 'win_idx_ptr')),
+    ('race', ('race_ptr', 'race_lse_ptr')),
+    ('rows', ('tok_start_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr', 'inv_t_ptr', 'e_ptr')),
+    ('V', None),
+    ('layout', ('CHUNK', 'NC', 'stride_lb', 'stride_lr', 'stride_qr')),
+    ('HAS_Q', None),
+    ('BLOCK_V', None),
+)
+
+
+@triton.jit(do_not_specialize=["layout"])
 def _race_chunk_kernel(
-    win_ptr,  # [2, B, NC] fp32 chunk winners' scores: the race, the fallback race over p / E
-    win_idx_ptr,  # [2, B, NC] int32 their indices
-    race_ptr,  # [B, 3] int64 from _split_walk_kernel
-    race_lse_ptr,  # [B] fp32
-    tok_start_ptr,  # [B] int64
-    logits_ptr,  # [R, V] float
-    logit_start_ptr,  # [B] int64
-    q_ptr,  # [T, V] float (HAS_Q)
-    inv_t_ptr,  # [B] fp32
-    e_ptr,  # [B, V] fp32 exponentials > 0
+    wins,  # win_ptr, win_idx_ptr
+    race,  # race_ptr, race_lse_ptr
+    rows,  # tok_start_ptr, logits_ptr, logit_start_ptr, q_ptr, inv_t_ptr, e_ptr
     V,
-    CHUNK,
-    NC,
-    stride_lb,
-    stride_lr,
-    stride_qr,
+    layout,  # CHUNK, NC, stride_lb, stride_lr, stride_qr
     HAS_Q: tl.constexpr,
     BLOCK_V: tl.constexpr,
 ):
     """One chunk of the draw at one request's emission position: the bonus race
     ``argmax x - log E``, or the recovery race ``argmax max(p - q, 0) / E`` with its fallback
     ``argmax p / E`` (the fused kernel's ``_bonus_token`` / ``_recovered_token``)."""
+    # win_ptr: [2, B, NC] fp32 chunk winners' scores: the race, the fallback race over p / E
+    # win_idx_ptr: [2, B, NC] int32 their indices
+    # race_ptr: [B, 3] int64 from _split_walk_kernel
+    # race_lse_ptr: [B] fp32
+    # tok_start_ptr: [B] int64
+    # logits_ptr: [R, V] float
+    # logit_start_ptr: [B] int64
+    # q_ptr: [T, V] float (HAS_Q)
+    # inv_t_ptr: [B] fp32
+    # e_ptr: [B, V] fp32 exponentials > 0
+    win_ptr, win_idx_ptr = wins
+    race_ptr, race_lse_ptr = race
+    tok_start_ptr, logits_ptr, logit_start_ptr, q_ptr, inv_t_ptr, e_ptr = rows
+    CHUNK, NC, stride_lb, stride_lr, stride_qr = layout
     b = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
     j = tl.load(race_ptr + b * 3)
@@ -303,19 +358,35 @@ def _race_chunk_kernel(
         tl.store(win_idx_ptr + BNC + p_out, fi.to(tl.int32))
 
 
-@triton.jit(do_not_specialize=["K_max", "NC"])
+#: _race_reduce_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
+RACE_REDUCE_ARGS = (
+    ('outs', ('out_ptr', 'num_acc_ptr')),
+    ('race_ptr', None),
+    ('wins', ('win_ptr', 'win_idx_ptr')),
+    ('layout', ('K_max', 'NC')),
+    ('V', None),
+    ('NC_BLOCK', None),
+)
+
+
+@triton.jit(do_not_specialize=["layout"])
 def _race_reduce_kernel(
-    out_ptr,  # [B, K_max+1] int64
-    num_acc_ptr,  # [B] int64
-    race_ptr,  # [B, 3] int64
-    win_ptr,  # [2, B, NC] fp32
-    win_idx_ptr,  # [2, B, NC] int32
-    K_max,
+    outs,  # out_ptr, num_acc_ptr
+    race_ptr,
+    wins,  # win_ptr, win_idx_ptr
+    layout,  # K_max, NC
     V,
-    NC,
     NC_BLOCK: tl.constexpr,
 ):
     """The draw's winner over chunks, written at the request's emission position."""
+    # out_ptr: [B, K_max+1] int64
+    # num_acc_ptr: [B] int64
+    # race_ptr: [B, 3] int64
+    # win_ptr: [2, B, NC] fp32
+    # win_idx_ptr: [2, B, NC] int32
+    out_ptr, num_acc_ptr = outs
+    win_ptr, win_idx_ptr = wins
+    K_max, NC = layout
     b = tl.program_id(0).to(tl.int64)
     if tl.load(race_ptr + b * 3) >= 0:
         offs_c = tl.arange(0, NC_BLOCK)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_device, check_shape, check_tensor
+from ..checks import check_device, check_shape, check_tensor
 
 __all__ = ["draw_noise", "noise_for"]
 

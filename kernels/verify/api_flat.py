@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_noise import noise_for
-from .verify_options import PreparedInputs, fly_options, phi_weight_for, prepare_inputs, unit_scale_of
-from .verify_output import VerifyOutput
-from .verify_params import JudgeInputs, Randomness, RelaxedRules, judge_tensors, unpack
-from .verify_torch import native_verify
+from ..checks import check_device, check_shape, check_tensor, use_triton
+from .output import VerifyOutput
+from .params import JudgeInputs, Randomness, RelaxedRules
+from .prepare import FlatInputs, PaddedInputs, prepare_call
+from .reference import native_verify
 
 __all__ = ["verify_flat", "sanitized_cu", "flat_to_padded_index"]
 
@@ -133,45 +132,25 @@ def verify_flat(
     if max_spec_len < 0:
         raise ValueError(f"max_spec_len must be >= 0, got {max_spec_len}")
     K = max_spec_len
-    judge, rules, randomness = unpack(judge, rules, randomness)
-    hidden_states, judge_weight = judge_tensors(judge)
-    prep = prepare_inputs(target_logits, temperature, judge, rules, (T,), B)
-    fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
-    phi_w = phi_weight_for(judge, device)
-    u, e = noise_for(prep.all_greedy, randomness, B, K, V, device)
+    options, hidden, override = prepare_call(target_logits, temperature, judge, rules, randomness, (T,), B, K)
+    n = flat_to_padded_index(cu_num_draft_tokens, K)[0].clamp(0, K)
+    start = torch.cat([n.new_zeros(1), cu_num_draft_tokens.long()[:-1]])  # [B] first draft row
+    inputs = FlatInputs(draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device), K,
+                        options, draft_probs=draft_probs, hidden=hidden, override=override)
     if use_triton(backend, device):
-        from .verify_triton import verify_triton
+        from .launch import verify_triton
 
-        n = flat_to_padded_index(cu_num_draft_tokens, K)[0].clamp(0, K)
-        start = torch.cat([n.new_zeros(1), cu_num_draft_tokens.long()[:-1]])
-        return VerifyOutput(*verify_triton(
-            draft_token_ids.long(), start, n, target_logits, start + torch.arange(B, device=device),
-            draft_probs, prep.inv_temperature, prep.greedy, u, e, hidden_states, judge_weight, prep.judge_bias,
-            prep.judge_threshold, prep.override, K_max=K, all_greedy=prep.all_greedy, fly=fly, phi_weight=phi_w))
-    return _flat_on_the_twin(draft_token_ids, cu_num_draft_tokens, target_logits, draft_probs, hidden_states,
-                             judge_weight, K, prep, (u, e), fly, phi_w, unit_scale_of(temperature))
+        return VerifyOutput(*verify_triton(inputs))
+    return _flat_on_the_twin(inputs, cu_num_draft_tokens)
 
 
-def _flat_on_the_twin(
-    draft_token_ids: torch.Tensor,  # [T] int
-    cu_num_draft_tokens: torch.Tensor,  # [B] int, sanitized
-    target_logits: torch.Tensor,  # [T+B, V] float
-    draft_probs: torch.Tensor | None,  # [T, V] float
-    hidden_states: torch.Tensor | None,  # [T, H]
-    judge_weight: torch.Tensor | None,  # [H]
-    K: int,
-    prep: PreparedInputs,
-    noise: tuple,  # ([B, K] uniforms, [B, V] exponentials) or (None, None)
-    fly: tuple[int, float, int] | None,
-    phi_w: torch.Tensor | None,  # [F]
-    unit_scale: bool,
-) -> VerifyOutput:
+def _flat_on_the_twin(flat: FlatInputs, cu_num_draft_tokens: torch.Tensor) -> VerifyOutput:
     """The flat layout gathered into the padded one (one copy of the logits; greedy: of their
-    argmax) and run on the PyTorch twin."""
-    T, V = draft_token_ids.shape[0], target_logits.shape[1]
-    B, device = cu_num_draft_tokens.shape[0], target_logits.device
-    n, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
-    n = n.clamp(0, K)
+    argmax) and run on the PyTorch twin (``cu_num_draft_tokens`` [B]: sanitized)."""
+    K, o = flat.K, flat.options
+    T, V = flat.draft.shape[0], flat.logits.shape[1]
+    B, device = cu_num_draft_tokens.shape[0], flat.logits.device
+    _, tok_idx, logit_idx, tok_valid = flat_to_padded_index(cu_num_draft_tokens, K)
     tok_c = tok_idx.clamp(0, max(T - 1, 0))  # [B, K]
 
     def padded(rows, fill):  # [T, ...] -> [B, K, ...], ``fill`` past each request's drafts
@@ -184,16 +163,13 @@ def _flat_on_the_twin(
 
     rows = logit_idx.clamp(0, T + B - 1)  # [B, K+1]
     stats = None
-    if prep.all_greedy and fly is None and phi_w is None:
+    if o.all_greedy and o.fly is None and o.phi_weight is None:
         # greedy reads each position's maximum only: reduce the flat rows, gather [B, K+1] of them
-        maxval, amax = torch.max(target_logits, -1)  # [T+B] (NaN propagates into maxval)
+        maxval, amax = torch.max(flat.logits, -1)  # [T+B] (NaN propagates into maxval)
         stats = (torch.isfinite(maxval)[rows], amax[rows], None)
-        logits = target_logits[0].expand(B, K + 1, V)  # [B, K+1, V] view: only its shape is read
+        logits = flat.logits[0].expand(B, K + 1, V)  # [B, K+1, V] view: only its shape is read
     else:
-        logits = target_logits[rows]  # [B, K+1, V]
-    out = native_verify(
-        padded(draft_token_ids.long(), 0), n, logits, padded(draft_probs, 0), prep.inv_temperature, prep.greedy,
-        *noise, padded(hidden_states, 0), judge_weight, prep.judge_bias, prep.judge_threshold,
-        padded(prep.override, 0), all_greedy=prep.all_greedy, any_greedy=prep.any_greedy, unit_scale=unit_scale,
-        fly=fly, phi_weight=phi_w, position_stats=stats)
-    return VerifyOutput(*out)
+        logits = flat.logits[rows]  # [B, K+1, V]
+    inputs = PaddedInputs(padded(flat.draft, 0), flat.num_draft, logits, o, draft_probs=padded(flat.draft_probs, 0),
+                          hidden=padded(flat.hidden, 0), override=padded(flat.override, 0))
+    return VerifyOutput(*native_verify(inputs, position_stats=stats))

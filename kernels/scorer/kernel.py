@@ -33,33 +33,43 @@ import torch
 import triton
 import triton.language as tl
 
+from ..kernel_args import kernel_args
+
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 
 
+#: _scorer_partial_kernel's parameters as it groups them (the launcher builds them from this)
+SCORER_PARTIAL_ARGS = (
+    ("inputs", ("h_ptr", "w_ptr", "ids_ptr")),
+    ("outs", ("part_ptr", "pmax_ptr", "target_ptr")),
+    ("sizes", ("R", "H", "V", "V_PER_SPLIT")),
+    ("strides", ("stride_hr", "stride_hh", "stride_wv", "stride_wh")),
+    ("TILES", ("NUM_SPLITS", "BLOCK_R", "BLOCK_V", "BLOCK_H")),
+    ("MATH", ("DOT_PRECISION", "UPCAST_DOT")),
+)
+
+
 @triton.jit
 def _scorer_partial_kernel(
-    h_ptr,  # [R, H] fp32/bf16/fp16
-    w_ptr,  # [V, H] same dtype
-    ids_ptr,  # [R] int32/int64 next-token ids
-    part_ptr,  # [R, NUM_SPLITS] fp32 out: partial log-sum-exp per vocabulary split
-    pmax_ptr,  # [R, NUM_SPLITS] fp32 out: largest logit per vocabulary split
-    target_ptr,  # [R] fp32 out: h . W[y] (NaN where y is out of range)
-    R,
-    H,
-    V,
-    V_PER_SPLIT,  # vocabulary entries per split, a multiple of BLOCK_V
-    stride_hr,
-    stride_hh,
-    stride_wv,
-    stride_wh,
-    NUM_SPLITS: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    inputs,  # h_ptr [R, H] fp32/bf16/fp16, w_ptr [V, H] same dtype, ids_ptr [R] int32/int64 next-token ids
+    outs,  # part_ptr [R, NUM_SPLITS] fp32 partial log-sum-exp per vocabulary split, pmax_ptr [R, NUM_SPLITS]
+    # fp32 largest logit per split, target_ptr [R] fp32 h . W[y] (NaN where y is out of range)
+    sizes,  # R, H, V, V_PER_SPLIT (vocabulary entries per split, a multiple of BLOCK_V)
+    strides,  # stride_hr, stride_hh, stride_wv, stride_wh
+    TILES: tl.constexpr,  # NUM_SPLITS, BLOCK_R, BLOCK_V, BLOCK_H
+    MATH: tl.constexpr,  # DOT_PRECISION, UPCAST_DOT
 ):
+    h_ptr, w_ptr, ids_ptr = inputs
+    part_ptr, pmax_ptr, target_ptr = outs
+    R, H, V, V_PER_SPLIT = sizes
+    stride_hr, stride_hh, stride_wv, stride_wh = strides
+    NUM_SPLITS: tl.constexpr = TILES[0]
+    BLOCK_R: tl.constexpr = TILES[1]
+    BLOCK_V: tl.constexpr = TILES[2]
+    BLOCK_H: tl.constexpr = TILES[3]
+    DOT_PRECISION: tl.constexpr = MATH[0]
+    UPCAST_DOT: tl.constexpr = MATH[1]
     pid_r = tl.program_id(0)
     pid_s = tl.program_id(1)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)  # [BLOCK_R]
@@ -218,31 +228,14 @@ def token_logprobs_triton(
     sums = torch.zeros(num_segments, dtype=torch.float32, device=device)
     if R == 0:
         return (out, sums, maxout) if return_max else (out, sums)
-    dot_precision = "ieee" if hidden.dtype == torch.float32 else "tf32"
-    _scorer_partial_kernel[(n_r, num_splits)](
-        hidden,
-        lm_head_weight,
-        next_ids,
-        part,
-        pmax,
-        target,
-        R,
-        H,
-        V,
-        v_per_split,
-        hidden.stride(0),
-        hidden.stride(1),
-        lm_head_weight.stride(0),
-        lm_head_weight.stride(1),
-        NUM_SPLITS=num_splits,
-        BLOCK_R=BLOCK_R,
-        BLOCK_V=BLOCK_V,
-        BLOCK_H=BLOCK_H,
-        DOT_PRECISION=dot_precision,
-        UPCAST_DOT=_interpreting() and hidden.dtype != torch.float32,
-        num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"],
-    )
+    values = dict(h_ptr=hidden, w_ptr=lm_head_weight, ids_ptr=next_ids, part_ptr=part, pmax_ptr=pmax,
+                  target_ptr=target, R=R, H=H, V=V, V_PER_SPLIT=v_per_split, stride_hr=hidden.stride(0),
+                  stride_hh=hidden.stride(1), stride_wv=lm_head_weight.stride(0), stride_wh=lm_head_weight.stride(1),
+                  NUM_SPLITS=num_splits, BLOCK_R=BLOCK_R, BLOCK_V=BLOCK_V, BLOCK_H=BLOCK_H,
+                  DOT_PRECISION="ieee" if hidden.dtype == torch.float32 else "tf32",
+                  UPCAST_DOT=_interpreting() and hidden.dtype != torch.float32)
+    _scorer_partial_kernel[(n_r, num_splits)](*kernel_args(SCORER_PARTIAL_ARGS, values),
+                                              num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     has_seg = segment_ids is not None
     sums_arg = sums if num_segments > 0 else torch.zeros(1, dtype=torch.float32, device=device)
     _scorer_combine_kernel[(n_r,)](

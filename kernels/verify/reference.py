@@ -1,6 +1,6 @@
 """PyTorch twin of the fused verify kernel (``native_verify``).
 
-Same semantics as :mod:`selfjudge.kernels.verify_triton` and, given the same
+Same semantics as :mod:`selfjudge.kernels.verify.launch` and, given the same
 noise tensors, the same tokens. It is the reference the kernel is tested
 against and the path used where Triton cannot run. Everything is vectorised
 over requests and positions; there is no host synchronisation (no ``.item()``,
@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import torch
 
-from .judge_features import position_features
-from .verify_output import PLACEHOLDER_TOKEN_ID
+from ..judge_features import position_features
+from .output import PLACEHOLDER_TOKEN_ID
+from .prepare import PaddedInputs
 
 
 _CHUNK_ELEMS = 1 << 18  # CPU: logits rows per chunk so one fp32 chunk is ~1 MB (cache-resident)
@@ -62,44 +63,29 @@ def _rows_at(t: torch.Tensor, b: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
     return t[b, i]
 
 
-def native_verify(
-    draft_token_ids: torch.Tensor,  # [B, K] int64
-    num_draft_tokens: torch.Tensor,  # [B] int64
-    target_logits: torch.Tensor,  # [B, K+1, V] float
-    draft_probs: torch.Tensor | None,  # [B, K, V] float or None
-    inv_temperature: torch.Tensor,  # [B] fp32 (1 for greedy rows)
-    greedy: torch.Tensor,  # [B] bool
-    uniforms: torch.Tensor | None,  # [B, K] fp64 in (0, 1] (None iff all_greedy)
-    exponentials: torch.Tensor | None,  # [B, V] fp32 > 0 (None iff all_greedy)
-    hidden_states: torch.Tensor | None,  # [B, K, H] float or None (no judge)
-    judge_weight: torch.Tensor | None,  # [H] float or None
-    judge_bias: torch.Tensor | None,  # [B] fp32 or None
-    judge_threshold: float,
-    relaxed: torch.Tensor | None,  # [B, K] bool (accept) or int8 override (1 accept, -1 forbid, 0 none)
-    *,
-    all_greedy: bool,
-    any_greedy: bool = True,
-    unit_scale: bool = False,
-    fly: tuple[int, float, int] | None = None,
-    phi_weight: torch.Tensor | None = None,  # [F] fp32 judge weights of the probability features
-    position_stats: tuple | None = None,  # (ok [B, K+1], argmax [B, K+1], None): all-greedy callers only
-):
+def native_verify(inputs: PaddedInputs, *, position_stats: tuple | None = None):
     """Standard (optionally judge-relaxed) speculative verification, padded layout.
 
-    Takes exactly the arguments of the kernel's launcher
-    (:func:`selfjudge.kernels.verify_triton.verify_triton_padded`), validated by
-    :func:`selfjudge.kernels.verify.verify`. ``any_greedy`` (some row may be greedy) and
+    Takes the :class:`~.prepare.PaddedInputs` the kernels' launcher takes
+    (:func:`selfjudge.kernels.verify.launch.verify_triton`), checked by
+    :func:`selfjudge.kernels.verify.verify`. Its options' ``any_greedy`` (some row may be greedy) and
     ``unit_scale`` (every ``inv_temperature`` is 1) are host-known hints that let
     the twin skip work that would not change a bit; the kernel decides per row.
     ``fly = (window, entropy_threshold, top_k)`` switches FLy's deferred acceptance on
     (:func:`_fly_test`); its acceptances are reported in ``judge_accepted``. ``position_stats``
-    hands in pass 1's greedy result (validity and argmax per position), computed by a caller
-    that holds the logits in another layout; with it, an all-greedy call without FLy or
-    probability features reads nothing of ``target_logits`` but its shape.
+    (``(ok [B, K+1], argmax [B, K+1], None)``) hands in pass 1's greedy result (validity and argmax
+    per position), computed by a caller that holds the logits in another layout; with it, an
+    all-greedy call without FLy or probability features reads nothing of ``logits`` but its shape.
     Returns ``(output_token_ids [B, K+1] int64, num_accepted [B] int64,
     align_accepted [B, K] bool, judge_accepted [B, K] bool,
     judge_logits [B, K] fp32 | None)``.
     """
+    o = inputs.options
+    draft_token_ids, num_draft_tokens, target_logits = inputs.draft, inputs.num_draft, inputs.logits  # [B, K], [B], [B, K+1, V]
+    draft_probs, hidden_states, relaxed = inputs.draft_probs, inputs.hidden, inputs.override  # [B, K, V], [B, K, H], [B, K]
+    inv_temperature, greedy, uniforms, exponentials = o.inv_temperature, o.greedy, o.uniforms, o.exponentials
+    judge_weight, judge_bias, judge_threshold, phi_weight = o.judge_weight, o.judge_bias, o.judge_threshold, o.phi_weight
+    all_greedy, any_greedy, unit_scale, fly = o.all_greedy, o.any_greedy, o.unit_scale, o.fly
     B, K = draft_token_ids.shape
     V = target_logits.shape[-1]
     device = target_logits.device

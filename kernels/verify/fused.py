@@ -17,8 +17,8 @@ holding NaN / +inf or only -inf is invalid (nothing aligns there, it emits id 0)
 the emitted id is clamped to [0, V). A draft id outside [0, V) is a placeholder
 (vLLM pads with -1): no rule keeps it, so the walk stops there.
 
-Semantics are documented in :mod:`selfjudge.kernels.verify_torch`, the twin; the
-launcher is :mod:`selfjudge.kernels.verify_triton`. The kernel works on the
+Semantics are documented in :mod:`.reference`, the twin; the rules it shares with the split
+kernels are in :mod:`.rules`, the launcher is :mod:`.launch`. The kernel works on the
 flattened layout (per-request start offsets into the token rows and the logits
 rows) so the padded and vLLM forms share it.
 """
@@ -29,50 +29,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .verify_stats_kernel import (_lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init,
-                                  _stats_tile, _top3_of)
-
-
-@triton.jit
-def _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H: tl.constexpr):
-    """h[tok] . w + bias[b] with fp32 accumulation over BLOCK_H tiles."""
-    offs_h = tl.arange(0, BLOCK_H)
-    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
-    for h0 in range(0, H, BLOCK_H):
-        hm = (h0 + offs_h) < H
-        hv = tl.load(h_ptr + tok * stride_hr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
-        wv = tl.load(w_ptr + h0 + offs_h, mask=hm, other=0.0).to(tl.float32)
-        acc += hv * wv
-    return tl.sum(acc, axis=0) + tl.load(bias_ptr + b)
-
-
-@triton.jit
-def _store_judge_logits(jlogit_ptr, h_ptr, w_ptr, bias_ptr, b, tok0, n, K_max, stride_hr, H, BLOCK_H: tl.constexpr):
-    """Judge pass: the logit of every draft position of request b (for the engine's statistics);
-    the walk recomputes the few it needs (B*K*H reads: negligible)."""
-    for i in range(0, n):
-        jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok0 + i, stride_hr, H, BLOCK_H)
-        tl.store(jlogit_ptr + b * K_max + i, jl)
-
-
-@triton.jit
-def _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                  phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, jl_off,
-                  HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, HAS_PHI: tl.constexpr, BLOCK_H: tl.constexpr):
-    """The relaxed rule at one position: judge logit > threshold, OR the override's accept,
-    AND NOT its forbid (override: 1 accept, -1 forbid, 0 none). With ``HAS_PHI`` the logit adds
-    ``phi . u`` and is stored here (the walk is where the features exist)."""
-    accept = tl.zeros((), dtype=tl.int32) != 0
-    if HAS_JUDGE:
-        jl = _judge_logit(h_ptr, w_ptr, bias_ptr, b, tok, stride_hr, H, BLOCK_H)
-        if HAS_PHI:
-            jl += phi0 * tl.load(phi_w_ptr) + phi1 * tl.load(phi_w_ptr + 1) + phi2 * tl.load(phi_w_ptr + 2)
-            tl.store(jlogit_ptr + jl_off, jl)
-        accept = jl > threshold
-    if HAS_RELAXED:
-        r = tl.load(relaxed_ptr + tok)
-        accept = (accept | (r > 0)) & (r >= 0)
-    return accept
+from .rules import _align_test, _draft_at, _record_position, _rules_at, _store_judge_logits
+from .tiles import _lane_argmax, _load_x, _phi_features, _running_argmax, _stats_init, _stats_tile, _top3_of
 
 
 @triton.jit
@@ -107,60 +65,6 @@ def _position_stats(logits_ptr, row_off, offs_v, V, inv_t, d, SAMPLING: tl.const
         phi0, phi1, phi2 = _phi_features(xd, m1, tl.sum(s1_l, axis=0), g1, g2, g3,
                                          tl.max(bad1_l.to(tl.int32), axis=0))
     return best_i, ok, lse, phi0, phi1, phi2
-
-
-@triton.jit
-def _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, q_off, u,
-                HAS_Q: tl.constexpr, SAMPLING: tl.constexpr):
-    """The lossless rule at one position: greedy ``d == argmax``; sampling ``u <= p(d) / q(d)``."""
-    align = ok & (best_i == d)
-    if SAMPLING:
-        xd = tl.load(logits_ptr + row_off + d).to(tl.float32) * inv_t
-        pd = tl.where(ok, tl.exp(xd - lse), 0.0)
-        if HAS_Q:
-            qd = tl.load(q_ptr + q_off + d).to(tl.float32)
-        else:
-            qd = tl.full((), 1.0, dtype=tl.float32)
-        pos_q = qd > 0
-        ratio = tl.where(pos_q, pd / tl.where(pos_q, qd, 1.0), 0.0)
-        align = tl.where(is_greedy, align, pos_q & (ratio.to(tl.float64) >= u))
-    return align
-
-
-@triton.jit
-def _rules_at(logits_ptr, row_off, d, real, best_i, ok, lse, inv_t, is_greedy, q_ptr, stride_qr, u_ptr, h_ptr, w_ptr,
-              bias_ptr, relaxed_ptr, b, i, tok, threshold, stride_hr, H, phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, K_max,
-              HAS_Q: tl.constexpr, HAS_JUDGE: tl.constexpr, HAS_RELAXED: tl.constexpr, SAMPLING: tl.constexpr,
-              HAS_PHI: tl.constexpr, BLOCK_H: tl.constexpr):
-    """Both rules at draft position i of request b: ``(align, judge accept)`` (a placeholder keeps neither)."""
-    jacc = _relaxed_test(h_ptr, w_ptr, bias_ptr, relaxed_ptr, b, tok, threshold, stride_hr, H,
-                         phi_w_ptr, phi0, phi1, phi2, jlogit_ptr, b * K_max + i,
-                         HAS_JUDGE, HAS_RELAXED, HAS_PHI, BLOCK_H) & real
-    u = 1.0
-    if SAMPLING:
-        u = tl.load(u_ptr + b * K_max + i)
-    align = _align_test(logits_ptr, row_off, d, best_i, ok, lse, inv_t, is_greedy, q_ptr, tok * stride_qr,
-                        u, HAS_Q, SAMPLING) & real
-    return align, jacc
-
-
-@triton.jit
-def _draft_at(draft_ptr, tok, V):
-    """``(real, d)``: whether draft row ``tok`` holds a real id (not a placeholder, which no rule
-    keeps), and that id clamped to [0, V)."""
-    d_raw = tl.load(draft_ptr + tok)
-    return (d_raw >= 0) & (d_raw < V), tl.minimum(tl.maximum(d_raw, 0), V - 1)
-
-
-@triton.jit
-def _record_position(out_ptr, align_ptr, jacc_ptr, b, i, K_max, d, align, jacc):
-    """Store one evaluated position's decisions (and its token when kept); returns whether it was kept."""
-    tl.store(align_ptr + b * K_max + i, align.to(tl.int8))
-    tl.store(jacc_ptr + b * K_max + i, jacc.to(tl.int8))
-    kept = align | jacc
-    if kept:
-        tl.store(out_ptr + b * (K_max + 1) + i, d)
-    return kept
 
 
 @triton.jit
@@ -268,50 +172,72 @@ def _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv
     return accept
 
 
-@triton.jit(do_not_specialize=["threshold", "K_max", "stride_lb", "stride_lr", "stride_qr", "stride_hr",
-                               "fly_window", "fly_threshold", "fly_top_k"])
+#: _verify_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
+VERIFY_KERNEL_ARGS = (
+    ('outs', ('out_ptr', 'num_acc_ptr', 'align_ptr', 'jacc_ptr', 'jlogit_ptr')),
+    ('rows', ('draft_ptr', 'tok_start_ptr', 'num_draft_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr')),
+    ('sampling', ('inv_t_ptr', 'greedy_ptr', 'u_ptr', 'e_ptr')),
+    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'relaxed_ptr', 'threshold')),
+    ('sizes', ('V', 'H')),
+    ('layout', ('K_max', 'stride_lb', 'stride_lr', 'stride_qr', 'stride_hr')),
+    ('fly', ('fly_window', 'fly_threshold', 'fly_top_k')),
+    ('FLAGS', ('HAS_Q', 'HAS_JUDGE', 'HAS_RELAXED', 'SAMPLING', 'HAS_FLY', 'HAS_PHI')),
+    ('BLOCKS', ('BLOCK_V', 'BLOCK_H')),
+)
+
+
+@triton.jit(do_not_specialize=["layout", "fly"])
 def _verify_kernel(
-    out_ptr,  # [B, K_max+1] int64, pre-filled with -1
-    num_acc_ptr,  # [B] int64
-    align_ptr,  # [B, K_max] int8, pre-filled with 0
-    jacc_ptr,  # [B, K_max] int8, pre-filled with 0
-    jlogit_ptr,  # [B, K_max] fp32, pre-filled with NaN (HAS_JUDGE)
-    draft_ptr,  # [T] int64 draft tokens, all requests concatenated
-    tok_start_ptr,  # [B] int64 first draft row of request b
-    num_draft_ptr,  # [B] int64 drafts of request b, in [0, K_max]
-    logits_ptr,  # [R, V] float target logits rows (unit column stride), or [B, K+1, V] strided
-    logit_start_ptr,  # [B] int64 first logits row of request b (n_b drafts then bonus)
-    q_ptr,  # [T, V] float draft probabilities (HAS_Q)
-    inv_t_ptr,  # [B] fp32 1/temperature (1 for greedy rows)
-    greedy_ptr,  # [B] int8 1 = greedy row
-    u_ptr,  # [B, K_max] fp64 uniforms in (0, 1] (SAMPLING)
-    e_ptr,  # [B, V] fp32 exponentials > 0 (SAMPLING)
-    h_ptr,  # [T, H] float hidden states (HAS_JUDGE)
-    w_ptr,  # [H] float judge weight (HAS_JUDGE)
-    bias_ptr,  # [B] fp32 judge bias (HAS_JUDGE)
-    phi_w_ptr,  # [3] fp32 judge weights of the probability features (HAS_PHI)
-    relaxed_ptr,  # [T] int8 per-position override of the relaxed rule: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
-    threshold,  # fp32 judge threshold (logit space)
-    K_max,
-    V,
-    H,
-    stride_lb,
-    stride_lr,
-    stride_qr,
-    stride_hr,
-    fly_window,  # FLy: drafts that must follow a deferred acceptance (HAS_FLY)
-    fly_threshold,  # FLy: entropy threshold (HAS_FLY)
-    fly_top_k,  # FLy: probabilities in the entropy (HAS_FLY)
-    HAS_Q: tl.constexpr,
-    HAS_JUDGE: tl.constexpr,
-    HAS_RELAXED: tl.constexpr,
-    SAMPLING: tl.constexpr,
-    HAS_FLY: tl.constexpr,
-    HAS_PHI: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    BLOCK_H: tl.constexpr,
+    outs,  # out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr
+    rows,  # draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr
+    sampling,  # inv_t_ptr, greedy_ptr, u_ptr, e_ptr
+    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold
+    sizes,  # V, H
+    layout,  # K_max, stride_lb, stride_lr, stride_qr, stride_hr
+    fly,  # fly_window, fly_threshold, fly_top_k
+    FLAGS: tl.constexpr,  # HAS_Q, HAS_JUDGE, HAS_RELAXED, SAMPLING, HAS_FLY, HAS_PHI
+    BLOCKS: tl.constexpr,  # BLOCK_V, BLOCK_H
 ):
     """One program per request: the walk over its drafts, then the bonus or recovery pass."""
+    # out_ptr: [B, K_max+1] int64, pre-filled with -1
+    # num_acc_ptr: [B] int64
+    # align_ptr: [B, K_max] int8, pre-filled with 0
+    # jacc_ptr: [B, K_max] int8, pre-filled with 0
+    # jlogit_ptr: [B, K_max] fp32, pre-filled with NaN (HAS_JUDGE)
+    # draft_ptr: [T] int64 draft tokens, all requests concatenated
+    # tok_start_ptr: [B] int64 first draft row of request b
+    # num_draft_ptr: [B] int64 drafts of request b, in [0, K_max]
+    # logits_ptr: [R, V] float target logits rows (unit column stride), or [B, K+1, V] strided
+    # logit_start_ptr: [B] int64 first logits row of request b (n_b drafts then bonus)
+    # q_ptr: [T, V] float draft probabilities (HAS_Q)
+    # inv_t_ptr: [B] fp32 1/temperature (1 for greedy rows)
+    # greedy_ptr: [B] int8 1 = greedy row
+    # u_ptr: [B, K_max] fp64 uniforms in (0, 1] (SAMPLING)
+    # e_ptr: [B, V] fp32 exponentials > 0 (SAMPLING)
+    # h_ptr: [T, H] float hidden states (HAS_JUDGE)
+    # w_ptr: [H] float judge weight (HAS_JUDGE)
+    # bias_ptr: [B] fp32 judge bias (HAS_JUDGE)
+    # phi_w_ptr: [3] fp32 judge weights of the probability features (HAS_PHI)
+    # relaxed_ptr: [T] int8 per-position override of the relaxed rule: 1 accept, -1 forbid, 0 none (HAS_RELAXED)
+    # threshold: fp32 judge threshold (logit space)
+    # fly_window: FLy: drafts that must follow a deferred acceptance (HAS_FLY)
+    # fly_threshold: FLy: entropy threshold (HAS_FLY)
+    # fly_top_k: FLy: probabilities in the entropy (HAS_FLY)
+    out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr = outs
+    draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr = rows
+    inv_t_ptr, greedy_ptr, u_ptr, e_ptr = sampling
+    h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold = judge
+    V, H = sizes
+    K_max, stride_lb, stride_lr, stride_qr, stride_hr = layout
+    fly_window, fly_threshold, fly_top_k = fly
+    HAS_Q: tl.constexpr = FLAGS[0]
+    HAS_JUDGE: tl.constexpr = FLAGS[1]
+    HAS_RELAXED: tl.constexpr = FLAGS[2]
+    SAMPLING: tl.constexpr = FLAGS[3]
+    HAS_FLY: tl.constexpr = FLAGS[4]
+    HAS_PHI: tl.constexpr = FLAGS[5]
+    BLOCK_V: tl.constexpr = BLOCKS[0]
+    BLOCK_H: tl.constexpr = BLOCKS[1]
     b = tl.program_id(0).to(tl.int64)
     n = tl.load(num_draft_ptr + b)
     tok0 = tl.load(tok_start_ptr + b)

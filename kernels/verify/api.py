@@ -1,12 +1,10 @@
-"""Public verify op: one call per speculative-decoding cycle.
+"""The padded entry point of the verify op, the layout the project's engine uses.
 
-:func:`verify` takes the padded layout the project's engine uses;
-:func:`verify_flat` takes vLLM v1's flattened layout. Both validate their
-inputs (``ValueError`` naming the argument), draw the noise from a seed or a
-generator, compute the judge inputs and dispatch to the fused Triton kernel
-(:mod:`selfjudge.kernels.verify_triton`) or its PyTorch twin
-(:mod:`selfjudge.kernels.verify_torch`). The two backends receive the same
-noise tensors and therefore emit the same tokens.
+:func:`verify` validates its inputs (``ValueError`` naming the argument), draws the noise from a
+seed or a generator, computes the judge inputs and dispatches to the Triton kernels
+(:mod:`.launch`) or their PyTorch twin (:mod:`.reference`). The two backends receive the same
+noise tensors and therefore emit the same tokens. :func:`~.api_flat.verify_flat` is the same op
+in vLLM v1's flattened layout.
 
 Semantics: see ``csrc_docs/verify.md`` and the twin's module docstring.
 """
@@ -15,16 +13,13 @@ from __future__ import annotations
 
 import torch
 
-from .checks import check_device, check_shape, check_tensor, use_triton
-from .verify_flat import flat_to_padded_index, sanitized_cu, verify_flat  # noqa: F401 (re-exported)
-from .verify_noise import draw_noise, noise_for
-from .verify_options import fly_options, phi_weight_for, prepare_inputs, unit_scale_of
-from .verify_output import VerifyOutput
-from .verify_params import JudgeInputs, Randomness, RelaxedRules, judge_tensors, unpack
-from .verify_torch import native_verify
+from ..checks import check_device, check_shape, check_tensor, use_triton
+from .output import VerifyOutput
+from .params import JudgeInputs, Randomness, RelaxedRules
+from .prepare import PaddedInputs, prepare_call
+from .reference import native_verify
 
-__all__ = ["JudgeInputs", "Randomness", "RelaxedRules", "VerifyOutput", "verify", "verify_flat", "draw_noise",
-           "sanitized_cu"]
+__all__ = ["verify"]
 
 
 def verify(
@@ -61,11 +56,11 @@ def verify(
             no distribution: probability 1 for its token, as n-gram drafts).
         temperature: 0 = greedy; float or per-row ``[B]`` tensor (T <= 0 rows
             are greedy). Applied to ``target_logits`` only.
-        judge: a :class:`~selfjudge.kernels.verify_params.JudgeInputs` (hidden
+        judge: a :class:`~selfjudge.kernels.verify.params.JudgeInputs` (hidden
             states ``[B, K, H]``, weights, bias, threshold), or None.
-        rules: a :class:`~selfjudge.kernels.verify_params.RelaxedRules` (positions
+        rules: a :class:`~selfjudge.kernels.verify.params.RelaxedRules` (positions
             accepted or blocked outside the op, ``[B, K]`` bool; FLy), or None.
-        randomness: a :class:`~selfjudge.kernels.verify_params.Randomness` (seed and
+        randomness: a :class:`~selfjudge.kernels.verify.params.Randomness` (seed and
             offset, a generator, or replayed noise), or None: torch's default generator.
         backend: "triton", "torch" or "auto" (triton on CUDA tensors, else torch).
 
@@ -101,22 +96,11 @@ def verify(
         check_tensor("draft_probs", draft_probs, 3, floating=True)
         check_shape("draft_probs", draft_probs, (B, K, V))
         check_device("draft_probs", draft_probs, device, "target_logits")
-    triton = use_triton(backend, device)
-    judge, rules, randomness = unpack(judge, rules, randomness)
-    hidden_states, judge_weight = judge_tensors(judge)
-    inv_t, greedy, all_greedy, any_greedy, bias, thr, override = prepare_inputs(
-        target_logits, temperature, judge, rules, (B, K), B)
-    fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
-    phi_w = phi_weight_for(judge, device)
-    u, e = noise_for(all_greedy, randomness, B, K, V, device)
-    # the twin takes exactly the launcher's arguments
-    if triton:
-        from .verify_triton import verify_triton_padded as backend_fn
-    else:
-        backend_fn = native_verify
-    out = backend_fn(
-        draft_token_ids.long(), num_draft_tokens.long(), target_logits, draft_probs, inv_t, greedy, u, e,
-        hidden_states, judge_weight, bias, thr, override,
-        all_greedy=all_greedy, any_greedy=any_greedy, unit_scale=unit_scale_of(temperature), fly=fly,
-        phi_weight=phi_w)
-    return VerifyOutput(*out)
+    options, hidden, override = prepare_call(target_logits, temperature, judge, rules, randomness, (B, K), B, K)
+    inputs = PaddedInputs(draft_token_ids.long(), num_draft_tokens.long(), target_logits, options,
+                          draft_probs=draft_probs, hidden=hidden, override=override)
+    if use_triton(backend, device):
+        from .launch import verify_triton
+
+        return VerifyOutput(*verify_triton(inputs))
+    return VerifyOutput(*native_verify(inputs))

@@ -1,8 +1,8 @@
 """Batched scorer: per-row log-probability of a given next token, logits never materialised.
 
 Public entry point :func:`token_logprobs`. It validates its inputs and dispatches to the
-Triton kernel (:mod:`selfjudge.kernels.scorer_triton`, CUDA or the CPU interpreter)
-or to the PyTorch twin (:mod:`selfjudge.kernels.scorer_torch`, the CPU path).
+Triton kernel (:mod:`selfjudge.kernels.scorer.kernel`, CUDA or the CPU interpreter)
+or to the PyTorch twin (:mod:`selfjudge.kernels.scorer.reference`, the CPU path).
 
 Validation policy (the op sits in the labelling hot path):
 
@@ -24,8 +24,8 @@ import os
 
 import torch
 
-from .checks import check_device, check_shape, check_tensor, use_triton
-from .scorer_torch import token_logprobs_torch
+from ..checks import check_device, check_shape, check_tensor, use_triton
+from .reference import token_logprobs_torch
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -113,7 +113,7 @@ def token_logprobs(
                 raise ValueError(f"segment_ids must lie in [-1, num_segments={num_segments}), got values in [{lo}, {hi}]")
 
     if triton:
-        from .scorer_triton import token_logprobs_triton
+        from .kernel import token_logprobs_triton
 
         return token_logprobs_triton(hidden, lm_head_weight, next_ids, segment_ids, num_segments, return_max=return_max)
     return token_logprobs_torch(hidden, lm_head_weight, next_ids, segment_ids, num_segments, return_max=return_max)

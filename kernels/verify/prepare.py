@@ -1,26 +1,104 @@
-"""The validation both layouts of the verify op share: the options (temperature, judge,
-relaxations, FLy) checked and normalised into the launcher's arguments.
+"""The validation both layouts of the verify op share, and the prepared inputs both backends take.
+
+An entry point checks its arguments once and builds one frozen object: :class:`PaddedInputs`
+(``[B, K]`` drafts, the engine's layout) or :class:`FlatInputs` (vLLM's flattened rows), each
+holding its layout's tensors and the shared :class:`VerifyOptions`. The PyTorch twin reads a
+:class:`PaddedInputs`; the launcher (:mod:`.launch`) reads either and turns it into raw pointers.
 
 :func:`selfjudge.kernels.verify.verify` (padded) and :func:`selfjudge.kernels.verify.verify_flat` (vLLM's
 flattened layout) both call :func:`prepare_inputs` and :func:`fly_options`,
 so both layouts accept and refuse the same inputs with the same messages. The result type is
-:mod:`.verify_output`, the random numbers :mod:`.verify_noise`.
+:mod:`.output`, the random numbers :mod:`.noise`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
-from .checks import check_device, check_shape, check_tensor
-from .verify_params import judge_tensors
+from ..checks import check_device, check_shape, check_tensor
+from .noise import noise_for
+from .params import judge_tensors, unpack
 
-__all__ = ["PreparedInputs", "fly_options", "phi_weight_for", "prepare_inputs", "unit_scale_of"]
+__all__ = ["FlatInputs", "PaddedInputs", "PreparedInputs", "VerifyOptions", "fly_options", "padded_as_flat",
+           "phi_weight_for", "prepare_call", "prepare_inputs", "unit_scale_of"]
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What one verify call decides with besides its layout, checked and in the form the backends read.
+
+    ``all_greedy`` / ``any_greedy`` (some row may be greedy) / ``unit_scale`` (every 1/T is 1) are
+    host-known hints that let the twin skip work that would not change a bit; the kernels decide per
+    row. ``fly = (window, entropy_threshold, top_k)`` switches FLy's deferred acceptance on."""
+
+    inv_temperature: torch.Tensor  # [B] fp32 (1 for greedy rows)
+    greedy: torch.Tensor  # [B] bool
+    all_greedy: bool
+    any_greedy: bool = True
+    unit_scale: bool = False
+    judge_weight: torch.Tensor | None = None  # [H]
+    judge_bias: torch.Tensor | None = None  # [B] fp32
+    judge_threshold: float = 0.0
+    phi_weight: torch.Tensor | None = None  # [F] fp32 weights of the probability features
+    fly: tuple[int, float, int] | None = None
+    uniforms: torch.Tensor | None = None  # [B, K] fp64 in (0, 1] (None iff all_greedy)
+    exponentials: torch.Tensor | None = None  # [B, V] fp32 > 0 (None iff all_greedy)
+
+
+@dataclass(frozen=True)
+class PaddedInputs:
+    """One call in the padded layout: request b's drafts are row b."""
+
+    draft: torch.Tensor  # [B, K] int64 (ids outside [0, V) are placeholders)
+    num_draft: torch.Tensor  # [B] int64 in [0, K]
+    logits: torch.Tensor  # [B, K+1, V] float
+    options: VerifyOptions
+    draft_probs: torch.Tensor | None = None  # [B, K, V] float
+    hidden: torch.Tensor | None = None  # [B, K, H] float (with options.judge_weight)
+    override: torch.Tensor | None = None  # [B, K] bool accept, or int8 (1 accept, -1 forbid, 0 none)
+
+
+@dataclass(frozen=True)
+class FlatInputs:
+    """One call in the flattened layout: request b's ``num_draft[b]`` drafts are rows
+    ``tok_start[b]..`` of the draft tensors, its logits rows ``logit_start[b]..`` (n_b drafts then the
+    bonus position; with ``logits_batch_stride`` > 0 request b's rows start that many elements further:
+    a padded ``[B, K+1, V]`` tensor read as rows without a copy)."""
+
+    draft: torch.Tensor  # [T] int64
+    tok_start: torch.Tensor  # [B] int64
+    num_draft: torch.Tensor  # [B] int64 in [0, K]
+    logits: torch.Tensor  # [R, V] float rows
+    logit_start: torch.Tensor  # [B] int64
+    K: int  # the most drafts of a request
+    options: VerifyOptions
+    draft_probs: torch.Tensor | None = None  # [T, V] float
+    hidden: torch.Tensor | None = None  # [T, H] float
+    override: torch.Tensor | None = None  # [T] bool or int8
+    logits_batch_stride: int = 0
+
+
+def padded_as_flat(p: PaddedInputs) -> FlatInputs:
+    """The padded layout read as flat rows (views: no copy of a contiguous tensor)."""
+    B, K = p.draft.shape
+    V = p.logits.shape[-1]
+    logits = p.logits if p.logits.stride(2) == 1 else p.logits.contiguous()
+    ar = torch.arange(B, device=logits.device, dtype=torch.int64)
+    rows = logits[0] if B > 0 else logits.reshape(0, V)  # [K+1, V] view: base pointer, row stride
+    return FlatInputs(
+        draft=p.draft.reshape(B * K), tok_start=ar * K, num_draft=p.num_draft.clamp(0, K), logits=rows,
+        logit_start=torch.zeros_like(ar), K=K, options=p.options,
+        draft_probs=p.draft_probs.reshape(B * K, V) if p.draft_probs is not None else None,
+        hidden=p.hidden.reshape(B * K, -1) if p.hidden is not None else None,
+        override=p.override.reshape(B * K) if p.override is not None else None,
+        logits_batch_stride=logits.stride(0))
 
 
 class PreparedInputs(NamedTuple):
-    """The options both layouts share, validated and in the form the backends read."""
+    """The temperature, judge and override of a call, validated (:func:`prepare_inputs`)."""
 
     inv_temperature: torch.Tensor  # [B] fp32
     greedy: torch.Tensor  # [B] bool
@@ -29,6 +107,23 @@ class PreparedInputs(NamedTuple):
     judge_bias: torch.Tensor | None  # [B] fp32
     judge_threshold: float
     override: torch.Tensor | None  # the per-position int8 the kernel reads (or relaxed_accept)
+
+
+def prepare_call(target_logits, temperature, judge, rules, randomness, tok_shape, B: int, K: int):
+    """Everything of one call but its layout, checked once: ``(options, hidden, override)``, the
+    :class:`VerifyOptions` (noise drawn), the judge's hidden states and the per-position override in
+    the call's layout (``tok_shape``: [B, K] padded, [T] flat)."""
+    judge, rules, randomness = unpack(judge, rules, randomness)
+    prep = prepare_inputs(target_logits, temperature, judge, rules, tok_shape, B)
+    device = target_logits.device
+    fly = fly_options(rules.fly_window, rules.fly_entropy_threshold, rules.fly_entropy_top_k, K)
+    phi_weight = phi_weight_for(judge, device)
+    u, e = noise_for(prep.all_greedy, randomness, B, K, target_logits.shape[-1], device)  # last: all checked
+    options = VerifyOptions(
+        prep.inv_temperature, prep.greedy, prep.all_greedy, prep.any_greedy, unit_scale_of(temperature),
+        judge_weight=judge.weight if judge is not None else None, judge_bias=prep.judge_bias,
+        judge_threshold=prep.judge_threshold, phi_weight=phi_weight, fly=fly, uniforms=u, exponentials=e)
+    return options, (judge.hidden_states if judge is not None else None), prep.override
 
 
 def prepare_inputs(target_logits, temperature, judge, rules, tok_shape, B):
@@ -112,7 +207,7 @@ def phi_weight_for(judge, device):
     """The judge's weights over the probability features ``[F]`` fp32 on ``device``, or None."""
     if judge is None or judge.phi_weight is None:
         return None
-    from .judge_features import NUM_FEATURES
+    from ..judge_features import NUM_FEATURES
 
     check_tensor("judge.phi_weight", judge.phi_weight, 1, floating=True)
     check_shape("judge.phi_weight", judge.phi_weight, (NUM_FEATURES,))
