@@ -220,12 +220,9 @@ CHECKS = [("verify", check_verify)]
 
 def check_scorer(args) -> dict:
     """token_logprobs Triton kernel: TFLOP/s at R=8192, H=4096, V=128256 bf16 (bench/gpu_check_scorer.py)."""
-    import importlib.util
+    import gpu_check_scorer  # a sibling in bench/ (a script's folder is on sys.path)
 
-    spec = importlib.util.spec_from_file_location("gpu_check_scorer", os.path.join(os.path.dirname(__file__), "gpu_check_scorer.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.check_scorer_tflops(dry=args.dry_run)
+    return gpu_check_scorer.check_scorer_tflops(dry=args.dry_run)
 
 
 CHECKS.append(("scorer", check_scorer))
@@ -234,12 +231,9 @@ CHECKS.append(("scorer", check_scorer))
 def check_engine(args) -> dict:
     """The engine on the default pair on CUDA: greedy equal to generate (fp32), bf16 tokens/s and m
     (bench/gpu_check_engine.py)."""
-    import importlib.util
+    import gpu_check_engine  # a sibling in bench/
 
-    spec = importlib.util.spec_from_file_location("gpu_check_engine", os.path.join(os.path.dirname(__file__), "gpu_check_engine.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.check_engine(dry=args.dry_run, n_prompts=args.engine_prompts, drafters=args.engine_drafters)
+    return gpu_check_engine.check_engine(dry=args.dry_run, n_prompts=args.engine_prompts, drafters=args.engine_drafters)
 
 
 CHECKS.append(("engine", check_engine))

@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from selfjudge.evaluation.report import RIVALS, _fmt, m_at_fidelity, pareto_gap, read_blocks
+from selfjudge.evaluation.report import RIVALS, format_cell, m_at_fidelity, pareto_gap, read_blocks
 
 SHARED = ("target-only", "standard", "top-k")  # families every bench folder has: the determinism check
 
@@ -61,7 +61,7 @@ def rival_tables(blocks: dict, rivals: dict) -> list[str]:
                     gaps.append(f"| {key[0]} | {name} | {other} | {g['m_from']:.2f}–{g['m_to']:.2f} | {g['mean']:+.3f} | "
                                 f"{g['min']:+.3f} | {g['max']:+.3f} |")
             m = m_at_fidelity(rows, "SelfJudge", K)
-            at.append(f"| {key[0]} | {std:.2f} | {name} | {_fmt(m, '.2f')} | {_fmt(m / std if m else None, '.2f')} | "
+            at.append(f"| {key[0]} | {std:.2f} | {name} | {format_cell(m, '.2f')} | {format_cell(m / std if m else None, '.2f')} | "
                       f"{best[1]} ({best[0]:.2f}) |")
     return gaps + at
 
@@ -86,8 +86,8 @@ def main(argv=None) -> int:
                 if r["family"] == "SelfJudge":
                     merged.append({**r, "family": f"SelfJudge ({name})"})
                     lines.append(f"| {key[0]} | {key[1]} | {name} | {r['threshold']} | "
-                                 f"{_fmt(r['mean_accepted_length'], '.2f')} | {_fmt(r.get('semantic_fidelity'), '.3f')} | "
-                                 f"{_fmt(r.get('rouge_l_vs_target'), '.3f')} | {_fmt(r['task_score'], '.3f')} |")
+                                 f"{format_cell(r['mean_accepted_length'], '.2f')} | {format_cell(r.get('semantic_fidelity'), '.3f')} | "
+                                 f"{format_cell(r.get('rouge_l_vs_target'), '.3f')} | {format_cell(r['task_score'], '.3f')} |")
                 elif name == "likelihood" and r["family"] == "standard":
                     merged.append(r)
         for y in ("semantic_fidelity", "rouge_l_vs_target", "task_score"):

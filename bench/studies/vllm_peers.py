@@ -5,7 +5,7 @@ this package's engine on the same prompts, interleaved; resumable.
     python bench/studies/vllm_peers.py --out bench/results/vllm
     python bench/studies/vllm_peers.py --out bench/results/vllm --report-only
 
-The code lives in :mod:`selfjudge.evaluation.vllm_peers` and :mod:`selfjudge.evaluation.peer_report`.
+The study's code lives beside it: ``vllm_peers_run.py`` (the runs) and ``vllm_peers_report.py`` (the tables).
 """
 
 import argparse
@@ -13,8 +13,8 @@ import logging
 import shlex
 import sys
 
-from selfjudge.evaluation.peer_report import write_report
-from selfjudge.evaluation.vllm_peers import ENGINE_METHODS, VLLM_METHODS, PeerSpec, run_peers
+from vllm_peers_report import write_report  # siblings in bench/studies/ (the script's folder is on sys.path)
+from vllm_peers_run import ENGINE_METHODS, VLLM_METHODS, PeerSpec, run_peers
 
 
 def parse(argv):

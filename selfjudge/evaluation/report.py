@@ -46,7 +46,8 @@ def read_blocks(folder: Path) -> list[dict[str, Any]]:
     return sorted(blocks, key=lambda b: (b["task"], b["batch"]))
 
 
-def _fmt(x: Any, spec: str) -> str:
+def format_cell(x: Any, spec: str) -> str:
+    """A table cell: ``x`` in ``spec``, or "–" for a missing or NaN value."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "–"
     return format(x, spec)
@@ -75,10 +76,10 @@ def headline(blocks: list[dict[str, Any]], K: int = 4, names: tuple[str, ...] = 
             if r is None:
                 continue
             lines.append(
-                f"| {b['task']} | {b['batch']} | {name} | {_fmt(r['tokens_per_s'], '.2f')} | "
+                f"| {b['task']} | {b['batch']} | {name} | {format_cell(r['tokens_per_s'], '.2f')} | "
                 f"{_ratio(r, by_name.get('target-only'), r['speedup_vs_target_only'])} | "
                 f"{_ratio(r, by_name.get('standard'), r['speedup_vs_standard'])} | "
-                f"{_fmt(r['mean_accepted_length'], '.2f')} | {_fmt(r['fidelity'], '.3f')} | {_fmt(r['task_score'], '.3f')} |"
+                f"{format_cell(r['mean_accepted_length'], '.2f')} | {format_cell(r['fidelity'], '.3f')} | {format_cell(r['task_score'], '.3f')} |"
             )
     return "\n".join(lines)
 
@@ -87,7 +88,7 @@ def _ratio(row: dict[str, Any], base: dict[str, Any] | None, value: float) -> st
     """A tokens/s ratio, with its 95 % bootstrap interval over prompt groups where the block has enough."""
     ci = (speed_ratio_interval(row, base, n_boot=300)
           if base is not None and base is not row and isinstance(value, (int, float)) and math.isfinite(value) else None)
-    return _fmt(value, ".2f") + (f" [{ci['low']:.2f}, {ci['high']:.2f}]" if ci else "")
+    return format_cell(value, ".2f") + (f" [{ci['low']:.2f}, {ci['high']:.2f}]" if ci else "")
 
 
 def _has(rows: list[dict[str, Any]], y: str) -> bool:
@@ -115,8 +116,8 @@ def target_table(blocks: list[dict[str, Any]], floor: float = 0.97) -> str:
                 if not any(r["family"] == fam and r["K"] == K for r in b["rows"]):
                     continue
                 m = m_at_fidelity(b["rows"], fam, K, floor=floor)
-                lines.append(f"| {b['task']} | {b['batch']} | {K} | {fam} | {_fmt(m, '.2f')} | "
-                             f"{_fmt(m / std if m and std else None, '.2f')} |")
+                lines.append(f"| {b['task']} | {b['batch']} | {K} | {fam} | {format_cell(m, '.2f')} | "
+                             f"{format_cell(m / std if m and std else None, '.2f')} |")
     return "\n".join(lines)
 
 
@@ -189,11 +190,11 @@ def markdown(blocks: list[dict[str, Any]]) -> str:
             shares = " / ".join(f"{100 * r[k]:.0f}%" for k in ("share_draft", "share_target", "share_verify",
                                                                  "share_other"))
             lines.append(
-                f"| {r['name']} | {r['K'] or '–'} | {_fmt(r['tokens_per_s'], '.2f')} | "
-                f"{_fmt(r['speedup_vs_target_only'], '.2f')} | {_fmt(r['speedup_vs_standard'], '.2f')} | "
-                f"{_fmt(r['mean_accepted_length'], '.2f')} | {r['judge_accepted_tokens']} | "
-                f"{_fmt(r['fidelity'], '.3f')} | {_fmt(r.get('semantic_fidelity'), '.3f')} | "
-                f"{_fmt(r['task_score'], '.3f')} | {shares} |"
+                f"| {r['name']} | {r['K'] or '–'} | {format_cell(r['tokens_per_s'], '.2f')} | "
+                f"{format_cell(r['speedup_vs_target_only'], '.2f')} | {format_cell(r['speedup_vs_standard'], '.2f')} | "
+                f"{format_cell(r['mean_accepted_length'], '.2f')} | {r['judge_accepted_tokens']} | "
+                f"{format_cell(r['fidelity'], '.3f')} | {format_cell(r.get('semantic_fidelity'), '.3f')} | "
+                f"{format_cell(r['task_score'], '.3f')} | {shares} |"
             )
         lines += [""] + _adaptive_lines(rows)
     return "\n".join(lines)
@@ -212,7 +213,7 @@ def _adaptive_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         counts = list(r["drafts_verified"]) + [0] * (width - len(r["drafts_verified"]))
         lines.append(f"| {r['name']} | " + " | ".join(str(c) for c in counts) +
-                     f" | {_fmt(r.get('expected_accepted'), '.1f')} | {r.get('accepted_tokens', '–')} |")
+                     f" | {format_cell(r.get('expected_accepted'), '.1f')} | {r.get('accepted_tokens', '–')} |")
     return lines + [""]
 
 

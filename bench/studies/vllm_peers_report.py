@@ -1,4 +1,4 @@
-"""Tables of the peer run (:mod:`selfjudge.evaluation.vllm_peers`): per task and concurrency, each
+"""Tables of the peer run (``vllm_peers_run.py``): per task and concurrency, each
 method's tokens/s and its ratio to vLLM plain (paired bootstrap over generate calls), mean
 accepted length per drafted step (vLLM's definition: 1 + accepted / steps with drafts),
 per-position acceptance, judge-only tokens, and fidelity to the same engine's own target-only
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from selfjudge.evaluation.pareto import mean_interval, paired_ratio_interval
-from selfjudge.evaluation.vllm_peers import REFERENCE, add_elementwise
+from vllm_peers_run import REFERENCE, add_elementwise  # a sibling in bench/studies/
 from selfjudge.writes import own_files, write_json, write_text
 
 BASELINES = {"vs_vllm_plain": "vllm plain", "vs_vllm_ngram": "vllm ngram"}  # speed ratios, paired by call

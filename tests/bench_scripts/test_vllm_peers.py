@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from selfjudge.evaluation import peer_report
-from selfjudge.evaluation.vllm_peers import (ENGINE_METHODS, PeerSpec, VllmProcess, add_elementwise, block_path,
-                                        operating_point, run_peers)
+import vllm_peers_report as peer_report  # bench/studies/, on the path as when its scripts run (conftest)
+import vllm_peers_run as peers
+from vllm_peers_run import (ENGINE_METHODS, PeerSpec, VllmProcess, add_elementwise, block_path, operating_point,
+                            run_peers)
 
 
 def test_spec_names_bad_arguments(tmp_path):
@@ -63,7 +64,7 @@ def test_a_finished_block_is_not_decoded_again(tmp_path, monkeypatch):
     spec = PeerSpec(out_dir=tmp_path, tasks=("summarize",), prompts=4, chunk=2, concurrencies=(1,))
     monkeypatch.setattr("selfjudge.models.gguf_convert.ensure_smollm2_target", lambda verbose: tmp_path)
     ran = []
-    monkeypatch.setattr("selfjudge.evaluation.vllm_peers._run_task", lambda spec, task, target, todo, cmd: ran.append(todo))
+    monkeypatch.setattr(peers, "_run_task", lambda spec, task, target, todo, cmd: ran.append(todo))
     block_path(spec, "summarize", 1, 0).parent.mkdir(parents=True)
     block_path(spec, "summarize", 1, 0).write_text("{}")
     run_peers(spec, "cmd")
