@@ -212,6 +212,15 @@ def make_labels(folder: Path) -> Path:
     return out
 
 
+def make_labels_parquet(folder: Path) -> Path:
+    """The same label folder with its rows as Parquet (the format the shard writer writes now)."""
+    from selfjudge.labelling.label_rows import convert_folder
+
+    out = make_labels(folder)
+    convert_folder(out)
+    return out
+
+
 def load_labels(path: Path):
     from selfjudge.labelling.shards import read_label_tensors
 
@@ -326,6 +335,7 @@ LOADERS = {  # name -> (make a valid input in a folder, load it)
     "eagle-head": (make_eagle, load_eagle),
     "draft-folder": (make_draft, load_draft),
     "labels": (make_labels, load_labels),
+    "labels-parquet": (make_labels_parquet, load_labels),
     "bench-blocks": (make_blocks, load_blocks),
     "import-head-pickle": (make_head_pickle, load_head),
     "import-head-json": (make_head_json, load_head),

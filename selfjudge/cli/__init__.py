@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "selfjudge.cli.bench",
     "selfjudge.cli.report",
     "selfjudge.cli.calibrate",
+    "selfjudge.cli.convert_labels",
 )
 
 

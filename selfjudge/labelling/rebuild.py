@@ -4,7 +4,8 @@ A SelfJudge label costs a target forward over a window of N + 1 swapped tokens; 
 (the hidden state after the draft token, the probability features, and the original token's
 state and features for augmentation) cost one token each. A label folder is therefore kept
 small -- its manifest, ``progress.jsonl`` (whose batch records hold each prompt's length and the
-target's response ids) and the shards' ``.jsonl`` rows -- and its ``.safetensors`` are recomputed
+target's response ids) and the shards' rows (``.parquet``; ``.jsonl`` in older folders) -- and its
+``.safetensors`` are recomputed
 from that text by :func:`rebuild_features`: the same :func:`~selfjudge.labelling.swap_scoring.score_swaps`
 forward as labelling, with a window of 0. ``selfjudge label`` calls it before resuming, so a
 folder committed without its tensors continues where it stopped.
@@ -19,7 +20,8 @@ import torch
 
 from selfjudge.writes import save_safetensors
 
-from .shards import MANIFEST, _read_jsonl, read_progress
+from .label_rows import read_shard_rows, shard_rows_path
+from .shards import MANIFEST, read_progress
 from .swap_scoring import score_swaps
 
 #: the per-row tensors a shard holds, in the order :class:`~selfjudge.labelling.swap_scoring.SwapScores` names them
@@ -68,8 +70,8 @@ def _response(texts: dict, pid: str, prompt: list[int], path: Path) -> torch.Ten
 
 def _rebuild_shard(model, record: dict, out_dir: Path, prompt_for: Callable[[str], list[int]],
                    max_tokens: int, backend: str) -> int:
-    path = out_dir / f"{record['shard']}.jsonl"
-    rows = _read_jsonl(path)
+    path = shard_rows_path(out_dir, record["shard"])
+    rows = read_shard_rows(out_dir, record["shard"])
     texts = record.get("texts")
     if not isinstance(texts, dict):
         raise ValueError(f"out: {path} has no tensors and its batch record keeps no response text (labelled before "

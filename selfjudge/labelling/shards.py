@@ -6,8 +6,9 @@ Directory layout (team interface 4)::
     shard-00000.safetensors    tensor "features" [n, H] float32; since format 2 also "phi" [n, F]
                                (the judge's probability features), "orig_features" [n, H] and
                                "orig_phi" [n, F] (the original token's, for augmentation)
-    shard-00000.jsonl          n rows, same order: prompt_id, position, target_token_id,
+    shard-00000.parquet        n rows, same order: prompt_id, position, target_token_id,
                                draft_token_id, target_token, draft_token, score, label, ...
+                               (:mod:`.label_rows`; ``.jsonl`` in folders of format 2 and older)
     progress.jsonl             commit log: one line per written batch of prompts
     summary.json               written at the end of a run
 
@@ -33,16 +34,17 @@ import torch
 from safetensors.torch import load_file
 
 from selfjudge.folders import lock_folder, remove_job_folder
-from selfjudge.json_io import parse_json, read_json
+from selfjudge.json_io import read_json
 from selfjudge.writes import open_append, save_safetensors, write_text
 
+from .label_rows import read_shard_rows, shard_rows_path, write_shard_rows
 from .tau import apply_tau, tau_from_quantile
 
 MANIFEST = "manifest.json"
 PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
 _log = logging.getLogger(__name__)
-_SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|jsonl)(\.tmp)?$")
+_SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|parquet|jsonl)(\.tmp)?$")
 
 
 def read_progress(out_dir: str | Path) -> list[dict]:
@@ -63,7 +65,8 @@ def read_progress(out_dir: str | Path) -> list[dict]:
 
 
 #: every name a label folder holds besides the manifest (what ``start_over`` may delete)
-_OWN_FILES = (r"shard-\d{5}\.(safetensors|jsonl)(\.tmp)?", re.escape(PROGRESS), re.escape(SUMMARY), r".*\.tmp")
+_OWN_FILES = (r"shard-\d{5}\.(safetensors|parquet|jsonl)(\.tmp)?", re.escape(PROGRESS), re.escape(SUMMARY),
+              r".*\.tmp")
 
 
 class ShardWriter:
@@ -154,7 +157,7 @@ class ShardWriter:
             name = f"shard-{self.next_index:05d}"
             save_safetensors({k: t.detach().to("cpu", torch.float32).contiguous() for k, t in tensors.items()},
                              self.dir / f"{name}.safetensors")
-            write_text(self.dir / f"{name}.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+            write_shard_rows(self.dir, name, rows)
             self.next_index += 1
         record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {},
                   **({"texts": texts} if texts else {})}
@@ -174,28 +177,14 @@ class ShardWriter:
         write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
 
 
-def _shard_names(out_dir: Path) -> list[str]:
-    """The committed shards' names; a name that is not ``shard-NNNNN`` (a damaged record, or one
-    pointing outside the folder) is refused."""
+def committed_shards(out_dir: str | Path) -> list[str]:
+    """The committed shards' names, in write order; a name that is not ``shard-NNNNN`` (a damaged
+    record, or one pointing outside the folder) is refused."""
     names = [r["shard"] for r in read_progress(out_dir) if r.get("shard")]
     bad = [n for n in names if not isinstance(n, str) or not re.fullmatch(r"shard-\d{5}", n)]
     if bad:
         raise ValueError(f"out_dir: {Path(out_dir) / PROGRESS} is damaged: shard names {bad[:3]!r:.80}")
     return names
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    """The JSON object on each non-empty line of ``path`` (``ValueError`` naming it otherwise)."""
-    try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"out_dir: {path} is not UTF-8 text ({err})") from None
-    except FileNotFoundError:
-        raise ValueError(f"out_dir: {path} is committed in {PROGRESS} but missing") from None
-    rows = [parse_json(line, f"out_dir: {path} line {i + 1}") for i, line in enumerate(lines) if line.strip()]
-    if not all(isinstance(r, dict) for r in rows):
-        raise ValueError(f"out_dir: {path} is damaged: a row is not a JSON object")
-    return rows
 
 
 def _read_shard_tensors(path: Path) -> dict[str, torch.Tensor]:
@@ -220,20 +209,22 @@ def read_rows(out_dir: str | Path) -> list[dict]:
     """All committed rows (no features), in write order."""
     out_dir = Path(out_dir)
     rows = []
-    for name in _shard_names(out_dir):
-        rows.extend(_read_jsonl(out_dir / f"{name}.jsonl"))
+    for name in committed_shards(out_dir):
+        rows.extend(read_shard_rows(out_dir, name))
     return rows
 
 
 def relabel(out_dir: str | Path, tau: float) -> None:
-    """Rewrite every committed shard's labels as ``score > tau`` (atomically per shard)."""
+    """Rewrite every committed shard's labels as ``score > tau`` (atomically per shard, as Parquet)."""
     out_dir = Path(out_dir)
-    for name in _shard_names(out_dir):
-        path = out_dir / f"{name}.jsonl"
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for name in committed_shards(out_dir):
+        old = shard_rows_path(out_dir, name)
+        rows = read_shard_rows(out_dir, name)
         for row in rows:
             row["label"] = int(row["score"] > tau)
-        write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+        write_shard_rows(out_dir, name, rows)
+        if old.suffix != ".parquet":
+            old.unlink()
 
 
 def score_field(score: str | None) -> str:
@@ -282,13 +273,13 @@ def read_label_tensors(out_dir: str | Path, tau: float | None = None,
     if not isinstance(manifest, dict):
         raise ValueError(f"out_dir: {mpath} is damaged: not a JSON object")
     shards, rows = [], []
-    for name in _shard_names(out_dir):
+    for name in committed_shards(out_dir):
         t = _read_shard_tensors(out_dir / f"{name}.safetensors")
-        shard_rows = _read_jsonl(out_dir / f"{name}.jsonl")
+        shard_rows = read_shard_rows(out_dir, name)
         bad = [k for k, v in t.items() if v.shape[0] != len(shard_rows)]
         if bad:
             raise ValueError(f"out_dir: {out_dir / name} has tensors {sorted(t)} of "
-                             f"{[t[k].shape[0] for k in sorted(t)]} rows but {len(shard_rows)} jsonl rows")
+                             f"{[t[k].shape[0] for k in sorted(t)]} rows but {len(shard_rows)} label rows")
         shards.append(t)
         rows.extend(shard_rows)
     widths = {k: {int(t[k].shape[1]) for t in shards if k in t} for k in set().union(*shards)} if shards else {}

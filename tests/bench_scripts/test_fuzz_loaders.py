@@ -16,7 +16,7 @@ def test_every_loader_loads_or_refuses_in_one_value_error(tmp_path):
                           "--seed", "0", "--out", str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert len(report["results"]) == 9  # every loader, the draft model folder included
+    assert len(report["results"]) == 10  # every loader, the draft model folder and Parquet label rows included
     for r in report["results"]:
         assert r["mutations"] == 24 and r["failed"] == 0 and r["loaded"] + r["refused"] == 24, r
 

@@ -55,7 +55,7 @@ def test_no_resume_refuses_same_job_folder_with_foreign_files(tmp_path):
     (out / "my-notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="my-notes.txt"):
         ShardWriter(out, _manifest(), start_over=True)
-    assert (out / "shard-00000.jsonl").exists()
+    assert (out / "shard-00000.parquet").exists()
 
 
 def test_no_resume_starts_over_in_its_own_folder(tmp_path):

@@ -102,9 +102,10 @@ def test_resume_after_interruption_has_no_duplicates_or_losses(pair, tmp_path):
     run(pair, part, limit=2)  # first batch committed
     # simulate a crash of the second batch after its shard renames but before its commit,
     # plus a torn progress line and a leftover temporary file
-    shutil.copy(part / "shard-00000.jsonl", part / "shard-00001.jsonl")
+    shutil.copy(part / "shard-00000.parquet", part / "shard-00001.parquet")
     shutil.copy(part / "shard-00000.safetensors", part / "shard-00001.safetensors")
-    (part / "shard-00002.jsonl.tmp").write_text("garbage")
+    (part / "shard-00002.parquet.tmp").write_text("garbage")
+    (part / "shard-00003.jsonl").write_text("{}\n")  # an orphan in the older row format
     with open(part / "progress.jsonl", "a") as f:
         f.write('{"shard": "shard-00001", "prompt_')
     _, rows_mid, _ = read_labels(part)
