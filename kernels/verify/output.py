@@ -25,10 +25,11 @@ class VerifyOutput:
             (only positions the walk evaluated: i < n_b and up to the first
             rejection).
         judge_accepted: ``[B, K]`` bool: the relaxed rule accepted position i
-            (judge logit > threshold or ``relaxed_accept``, and not ``judge_blocked``;
+            (judge logit > ``judge.threshold`` or ``rules.accept``, and not ``rules.blocked``;
             or FLy's deferred acceptance), same positions.
-        judge_logits: ``[B, K]`` fp32 ``h . w + bias`` (NaN for i >= n_b), or
-            None when no judge was given.
+        judge_logits: ``[B, K]`` fp32 ``h . w + phi . u + bias`` (NaN where the walk did not
+            evaluate it: i >= n_b, and past the first rejection when the judge reads probability
+            features), or None when no judge was given.
     """
 
     output_token_ids: torch.Tensor
