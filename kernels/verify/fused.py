@@ -175,13 +175,15 @@ def _fly_test(logits_ptr, b, row0, i, n, d, stride_lb, stride_lr, offs_v, V, inv
 #: _verify_kernel's parameters as it groups them (the launcher and aot_compile build them from this)
 VERIFY_KERNEL_ARGS = (
     ('outs', ('out_ptr', 'num_acc_ptr', 'align_ptr', 'jacc_ptr', 'jlogit_ptr')),
-    ('rows', ('draft_ptr', 'tok_start_ptr', 'num_draft_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr')),
+    ('requests', ('tok_start_ptr', 'num_draft_ptr', 'logit_start_ptr')),
+    ('tokens', ('draft_ptr', 'logits_ptr', 'q_ptr', 'relaxed_ptr')),
     ('sampling', ('inv_t_ptr', 'greedy_ptr', 'u_ptr', 'e_ptr')),
-    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'relaxed_ptr', 'threshold')),
+    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'threshold')),
     ('sizes', ('V', 'H')),
     ('layout', ('K_max', 'stride_lb', 'stride_lr', 'stride_qr', 'stride_hr')),
     ('fly', ('fly_window', 'fly_threshold', 'fly_top_k')),
-    ('FLAGS', ('HAS_Q', 'HAS_JUDGE', 'HAS_RELAXED', 'SAMPLING', 'HAS_FLY', 'HAS_PHI')),
+    ('FLAGS', ('HAS_Q', 'HAS_RELAXED', 'SAMPLING', 'HAS_FLY')),
+    ('JUDGE_FLAGS', ('HAS_JUDGE', 'HAS_PHI')),
     ('BLOCKS', ('BLOCK_V', 'BLOCK_H')),
 )
 
@@ -189,13 +191,15 @@ VERIFY_KERNEL_ARGS = (
 @triton.jit(do_not_specialize=["layout", "fly"])
 def _verify_kernel(
     outs,  # out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr
-    rows,  # draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr
+    requests,  # tok_start_ptr, num_draft_ptr, logit_start_ptr
+    tokens,  # draft_ptr, logits_ptr, q_ptr, relaxed_ptr
     sampling,  # inv_t_ptr, greedy_ptr, u_ptr, e_ptr
-    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold
+    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, threshold
     sizes,  # V, H
     layout,  # K_max, stride_lb, stride_lr, stride_qr, stride_hr
     fly,  # fly_window, fly_threshold, fly_top_k
-    FLAGS: tl.constexpr,  # HAS_Q, HAS_JUDGE, HAS_RELAXED, SAMPLING, HAS_FLY, HAS_PHI
+    FLAGS: tl.constexpr,  # HAS_Q, HAS_RELAXED, SAMPLING, HAS_FLY
+    JUDGE_FLAGS: tl.constexpr,  # HAS_JUDGE, HAS_PHI
     BLOCKS: tl.constexpr,  # BLOCK_V, BLOCK_H
 ):
     """One program per request: the walk over its drafts, then the bonus or recovery pass."""
@@ -224,18 +228,19 @@ def _verify_kernel(
     # fly_threshold: FLy: entropy threshold (HAS_FLY)
     # fly_top_k: FLy: probabilities in the entropy (HAS_FLY)
     out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr = outs
-    draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr = rows
+    tok_start_ptr, num_draft_ptr, logit_start_ptr = requests
+    draft_ptr, logits_ptr, q_ptr, relaxed_ptr = tokens
     inv_t_ptr, greedy_ptr, u_ptr, e_ptr = sampling
-    h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold = judge
+    h_ptr, w_ptr, bias_ptr, phi_w_ptr, threshold = judge
     V, H = sizes
     K_max, stride_lb, stride_lr, stride_qr, stride_hr = layout
     fly_window, fly_threshold, fly_top_k = fly
     HAS_Q: tl.constexpr = FLAGS[0]
-    HAS_JUDGE: tl.constexpr = FLAGS[1]
-    HAS_RELAXED: tl.constexpr = FLAGS[2]
-    SAMPLING: tl.constexpr = FLAGS[3]
-    HAS_FLY: tl.constexpr = FLAGS[4]
-    HAS_PHI: tl.constexpr = FLAGS[5]
+    HAS_RELAXED: tl.constexpr = FLAGS[1]
+    SAMPLING: tl.constexpr = FLAGS[2]
+    HAS_FLY: tl.constexpr = FLAGS[3]
+    HAS_JUDGE: tl.constexpr = JUDGE_FLAGS[0]
+    HAS_PHI: tl.constexpr = JUDGE_FLAGS[1]
     BLOCK_V: tl.constexpr = BLOCKS[0]
     BLOCK_H: tl.constexpr = BLOCKS[1]
     b = tl.program_id(0).to(tl.int64)

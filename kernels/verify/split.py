@@ -160,27 +160,33 @@ SPLIT_WALK_ARGS = (
     ('outs', ('out_ptr', 'num_acc_ptr', 'align_ptr', 'jacc_ptr', 'jlogit_ptr')),
     ('race', ('race_ptr', 'race_lse_ptr')),
     ('partials', ('stat_ptr', 'idx_ptr')),
-    ('rows', ('draft_ptr', 'tok_start_ptr', 'num_draft_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr')),
+    ('requests', ('tok_start_ptr', 'num_draft_ptr', 'logit_start_ptr')),
+    ('tokens', ('draft_ptr', 'logits_ptr', 'q_ptr', 'relaxed_ptr')),
     ('sampling', ('inv_t_ptr', 'greedy_ptr', 'u_ptr')),
-    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'relaxed_ptr', 'threshold')),
+    ('judge', ('h_ptr', 'w_ptr', 'bias_ptr', 'phi_w_ptr', 'threshold')),
     ('sizes', ('V', 'H')),
-    ('layout', ('K_max', 'NC', 'stride_lb', 'stride_lr', 'stride_qr', 'stride_hr')),
-    ('FLAGS', ('HAS_Q', 'HAS_JUDGE', 'HAS_RELAXED', 'SAMPLING', 'HAS_PHI')),
+    ('counts', ('K_max', 'NC')),
+    ('strides', ('stride_lb', 'stride_lr', 'stride_qr', 'stride_hr')),
+    ('FLAGS', ('HAS_Q', 'HAS_RELAXED', 'SAMPLING')),
+    ('JUDGE_FLAGS', ('HAS_JUDGE', 'HAS_PHI')),
     ('BLOCKS', ('NC_BLOCK', 'BLOCK_H')),
 )
 
 
-@triton.jit(do_not_specialize=["layout"])
+@triton.jit(do_not_specialize=["counts", "strides"])
 def _split_walk_kernel(
     outs,  # out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr
     race,  # race_ptr, race_lse_ptr
     partials,  # stat_ptr, idx_ptr
-    rows,  # draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr
+    requests,  # tok_start_ptr, num_draft_ptr, logit_start_ptr
+    tokens,  # draft_ptr, logits_ptr, q_ptr, relaxed_ptr
     sampling,  # inv_t_ptr, greedy_ptr, u_ptr
-    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold
+    judge,  # h_ptr, w_ptr, bias_ptr, phi_w_ptr, threshold
     sizes,  # V, H
-    layout,  # K_max, NC, stride_lb, stride_lr, stride_qr, stride_hr
-    FLAGS: tl.constexpr,  # HAS_Q, HAS_JUDGE, HAS_RELAXED, SAMPLING, HAS_PHI
+    counts,  # K_max, NC
+    strides,  # stride_lb, stride_lr, stride_qr, stride_hr
+    FLAGS: tl.constexpr,  # HAS_Q, HAS_RELAXED, SAMPLING
+    JUDGE_FLAGS: tl.constexpr,  # HAS_JUDGE, HAS_PHI
     BLOCKS: tl.constexpr,  # NC_BLOCK, BLOCK_H
 ):
     """One program per request: the fused kernel's walk on combined partials; greedy emission."""
@@ -210,16 +216,18 @@ def _split_walk_kernel(
     out_ptr, num_acc_ptr, align_ptr, jacc_ptr, jlogit_ptr = outs
     race_ptr, race_lse_ptr = race
     stat_ptr, idx_ptr = partials
-    draft_ptr, tok_start_ptr, num_draft_ptr, logits_ptr, logit_start_ptr, q_ptr = rows
+    tok_start_ptr, num_draft_ptr, logit_start_ptr = requests
+    draft_ptr, logits_ptr, q_ptr, relaxed_ptr = tokens
     inv_t_ptr, greedy_ptr, u_ptr = sampling
-    h_ptr, w_ptr, bias_ptr, phi_w_ptr, relaxed_ptr, threshold = judge
+    h_ptr, w_ptr, bias_ptr, phi_w_ptr, threshold = judge
     V, H = sizes
-    K_max, NC, stride_lb, stride_lr, stride_qr, stride_hr = layout
+    K_max, NC = counts
+    stride_lb, stride_lr, stride_qr, stride_hr = strides
     HAS_Q: tl.constexpr = FLAGS[0]
-    HAS_JUDGE: tl.constexpr = FLAGS[1]
-    HAS_RELAXED: tl.constexpr = FLAGS[2]
-    SAMPLING: tl.constexpr = FLAGS[3]
-    HAS_PHI: tl.constexpr = FLAGS[4]
+    HAS_RELAXED: tl.constexpr = FLAGS[1]
+    SAMPLING: tl.constexpr = FLAGS[2]
+    HAS_JUDGE: tl.constexpr = JUDGE_FLAGS[0]
+    HAS_PHI: tl.constexpr = JUDGE_FLAGS[1]
     NC_BLOCK: tl.constexpr = BLOCKS[0]
     BLOCK_H: tl.constexpr = BLOCKS[1]
     b = tl.program_id(0).to(tl.int64)
@@ -283,7 +291,9 @@ def _split_walk_kernel(
 RACE_CHUNK_ARGS = (
     ('wins', ('win_ptr', 'win_idx_ptr')),
     ('race', ('race_ptr', 'race_lse_ptr')),
-    ('rows', ('tok_start_ptr', 'logits_ptr', 'logit_start_ptr', 'q_ptr', 'inv_t_ptr', 'e_ptr')),
+    ('requests', ('tok_start_ptr', 'logit_start_ptr')),
+    ('tokens', ('logits_ptr', 'q_ptr')),
+    ('sampling', ('inv_t_ptr', 'e_ptr')),
     ('V', None),
     ('layout', ('CHUNK', 'NC', 'stride_lb', 'stride_lr', 'stride_qr')),
     ('HAS_Q', None),
@@ -295,7 +305,9 @@ RACE_CHUNK_ARGS = (
 def _race_chunk_kernel(
     wins,  # win_ptr, win_idx_ptr
     race,  # race_ptr, race_lse_ptr
-    rows,  # tok_start_ptr, logits_ptr, logit_start_ptr, q_ptr, inv_t_ptr, e_ptr
+    requests,  # tok_start_ptr, logit_start_ptr
+    tokens,  # logits_ptr, q_ptr
+    sampling,  # inv_t_ptr, e_ptr
     V,
     layout,  # CHUNK, NC, stride_lb, stride_lr, stride_qr
     HAS_Q: tl.constexpr,
@@ -316,7 +328,9 @@ def _race_chunk_kernel(
     # e_ptr: [B, V] fp32 exponentials > 0
     win_ptr, win_idx_ptr = wins
     race_ptr, race_lse_ptr = race
-    tok_start_ptr, logits_ptr, logit_start_ptr, q_ptr, inv_t_ptr, e_ptr = rows
+    tok_start_ptr, logit_start_ptr = requests
+    logits_ptr, q_ptr = tokens
+    inv_t_ptr, e_ptr = sampling
     CHUNK, NC, stride_lb, stride_lr, stride_qr = layout
     b = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)

@@ -17,6 +17,8 @@ from typing import Sequence
 from selfjudge.json_io import parse_json
 from selfjudge.writes import replacing
 
+from .progress import committed_shards
+
 __all__ = ["ROW_SUFFIXES", "convert_folder", "load_label_dataset", "read_shard_rows", "shard_rows_path",
            "write_shard_rows"]
 
@@ -89,8 +91,6 @@ def convert_folder(out_dir: str | Path) -> int:
     """Rewrite every committed JSON-lines shard of a label folder as Parquet; returns the shards
     converted. Each Parquet file is read back and compared with the JSON rows before the JSON file
     is removed, so an interrupted conversion leaves every shard readable."""
-    from .shards import committed_shards
-
     out_dir, done = Path(out_dir), 0
     for name in committed_shards(out_dir):
         jsonl = out_dir / f"{name}.jsonl"
@@ -110,8 +110,6 @@ def load_label_dataset(label_dirs: str | Path | Sequence[str | Path]):
     """The committed rows of one or more label folders as a ``datasets.Dataset`` (a ``folder``
     column says which folder each row came from)."""
     import datasets
-
-    from .shards import committed_shards
 
     dirs = [label_dirs] if isinstance(label_dirs, (str, Path)) else list(label_dirs)
     rows = [{**row, "folder": str(d)} for d in dirs for name in committed_shards(Path(d))

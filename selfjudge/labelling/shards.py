@@ -38,30 +38,13 @@ from selfjudge.json_io import read_json
 from selfjudge.writes import open_append, save_safetensors, write_text
 
 from .label_rows import read_shard_rows, shard_rows_path, write_shard_rows
+from .progress import PROGRESS, committed_shards, read_progress  # noqa: F401 (re-exported)
 from .tau import apply_tau, tau_from_quantile
 
 MANIFEST = "manifest.json"
-PROGRESS = "progress.jsonl"
 SUMMARY = "summary.json"
 _log = logging.getLogger(__name__)
 _SHARD_RE = re.compile(r"^shard-(\d{5})\.(safetensors|parquet|jsonl)(\.tmp)?$")
-
-
-def read_progress(out_dir: str | Path) -> list[dict]:
-    """Committed progress records, in order (a torn last line is ignored)."""
-    path = Path(out_dir) / PROGRESS
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            break  # torn write at the end: that batch never committed
-        if not isinstance(record, dict):
-            raise ValueError(f"out_dir: {path} is damaged: a progress record is not a JSON object")
-        records.append(record)
-    return records
 
 
 #: every name a label folder holds besides the manifest (what ``start_over`` may delete)
@@ -175,16 +158,6 @@ class ShardWriter:
     def update_manifest(self, **fields) -> None:
         self.manifest.update(fields)
         write_text(self.dir / MANIFEST, json.dumps(self.manifest, indent=2))
-
-
-def committed_shards(out_dir: str | Path) -> list[str]:
-    """The committed shards' names, in write order; a name that is not ``shard-NNNNN`` (a damaged
-    record, or one pointing outside the folder) is refused."""
-    names = [r["shard"] for r in read_progress(out_dir) if r.get("shard")]
-    bad = [n for n in names if not isinstance(n, str) or not re.fullmatch(r"shard-\d{5}", n)]
-    if bad:
-        raise ValueError(f"out_dir: {Path(out_dir) / PROGRESS} is damaged: shard names {bad[:3]!r:.80}")
-    return names
 
 
 def _read_shard_tensors(path: Path) -> dict[str, torch.Tensor]:

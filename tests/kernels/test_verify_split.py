@@ -143,8 +143,9 @@ def test_a_prepared_launch_reruns_on_its_buffers_and_finishes_like_the_op(split)
 
 
 def test_every_verify_kernel_takes_its_grouped_parameters():
-    """Each kernel's ``*_ARGS`` names its parameters in order, no launch passes more than 16, and the
-    launcher builds exactly those groups (a missing member name fails here, not on a GPU)."""
+    """Each kernel's ``*_ARGS`` names its parameters in order, no launch passes more than 16 and no group
+    holds more than 5, and the launcher builds exactly those groups (a missing member name fails here,
+    not on a GPU)."""
     import inspect
 
     from selfjudge.kernels.kernel_args import kernel_args
@@ -158,6 +159,7 @@ def test_every_verify_kernel_takes_its_grouped_parameters():
         params = list(inspect.signature(kernel.fn).parameters)
         assert params == [name for name, _ in spec], kernel.fn.__name__
         assert len(params) <= 16
+        assert all(len(members or ()) <= 5 for _, members in spec), kernel.fn.__name__  # no long positional tuple
     values = {m: i for _, spec in specs.items() for name, members in spec for i, m in enumerate(members or (name,))}
     for spec in specs.values():
         assert len(kernel_args(spec, values)) == len(spec)
