@@ -116,3 +116,18 @@ def remove_stale_temporaries(final: str | os.PathLike) -> None:
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 path.unlink(missing_ok=True)
+
+
+def make_once(final: str | os.PathLike, make) -> Path:
+    """The cache entry ``final``, made by ``make()`` (which writes it through :func:`atomic_folder`)
+    unless it is complete; under the entry's lock, after sweeping what killed writers left, so two
+    first runs make it once and a kill at any instant leaves nothing the next run trusts."""
+    final = Path(final)
+    if is_complete(final):
+        return final
+    with entry_lock(final):
+        if is_complete(final):  # another process finished it while this one waited
+            return final
+        remove_stale_temporaries(final)
+        make()
+    return final

