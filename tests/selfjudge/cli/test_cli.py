@@ -18,7 +18,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 def test_every_subcommand_is_registered():
     names = set(build_parser()._subparsers._group_actions[0].choices)
     assert names == {"demo", "generate", "label", "autojudge-label", "train", "distill-draft", "train-eagle", "bench",
-                     "report", "import-head", "calibrate", "build-store"}
+                     "report", "import-head", "calibrate", "build-store", "convert-labels"}
 
 
 def test_argument_error_is_one_line_with_status_2():
