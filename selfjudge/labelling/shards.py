@@ -52,6 +52,11 @@ _OWN_FILES = (r"shard-\d{5}\.(safetensors|parquet|jsonl)(\.tmp)?", re.escape(PRO
               r".*\.tmp")
 
 
+def _record_line(record: dict) -> str:
+    """One commit-log line: compact JSON (the log holds every response's token ids)."""
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
 class ShardWriter:
     """Appends shards to ``out_dir``; resumes a compatible earlier run in place.
 
@@ -102,7 +107,7 @@ class ShardWriter:
 
     def _repair(self) -> None:
         # rewrite the log without a torn tail, and drop shard files nobody committed
-        text = "".join(json.dumps(r) + "\n" for r in self.records)
+        text = "".join(_record_line(r) for r in self.records)
         ppath = self.dir / PROGRESS
         if not ppath.exists() or ppath.read_text(encoding="utf-8") != text:
             write_text(ppath, text)
@@ -145,7 +150,7 @@ class ShardWriter:
         record = {"shard": name, "prompt_ids": list(prompt_ids), "rows": len(rows), "stats": stats or {},
                   **({"texts": texts} if texts else {})}
         with open_append(self.dir / PROGRESS) as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(_record_line(record))
             f.flush()
             os.fsync(f.fileno())
         self.records.append(record)
