@@ -160,10 +160,6 @@ class JudgePolicy(Policy):
     def threshold(self) -> float:
         return self.judge.threshold
 
-    @property
-    def weight(self) -> torch.Tensor:  # [H]
-        return self.judge.weight
-
     def relax(self, cycle: CycleInputs) -> Relaxation:
         target_logits, draft_token_ids, hidden_states = cycle.target_logits, cycle.draft_token_ids, cycle.hidden_states
         if hidden_states is None:
